@@ -90,3 +90,37 @@ export class MigrationError extends CronledgerError {
     super("migration_failed", message, options);
   }
 }
+
+/** One problem with one schedule entry, as reported by validateSchedule / preflight. */
+export interface ScheduleProblem {
+  readonly code:
+    | "invalid_entry"
+    | "invalid_cron"
+    | "invalid_timezone"
+    | "unregistered_job"
+    | "invalid_payload"
+    | "duplicate_entry"
+    | "invalid_jitter"
+    | "never_matches";
+  readonly severity: "error" | "warning";
+  /** 0-based position in the schedule array. */
+  readonly index: number;
+  readonly jobName?: string;
+  readonly identity?: string;
+  readonly message: string;
+}
+
+/** The schedule has errors; `problems` lists every one of them, not just the first. */
+export class ScheduleValidationError extends CronledgerError {
+  readonly problems: readonly ScheduleProblem[];
+
+  constructor(problems: readonly ScheduleProblem[]) {
+    const errors = problems.filter((problem) => problem.severity === "error");
+    super(
+      "schedule_invalid",
+      `The schedule has ${errors.length} error${errors.length === 1 ? "" : "s"}; fix them (run \`cronledger preflight\` to check without a database):\n` +
+        errors.map((problem) => `  - [${problem.code}] ${problem.message}`).join("\n"),
+    );
+    this.problems = problems;
+  }
+}

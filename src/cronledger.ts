@@ -1,0 +1,164 @@
+import { sql } from "drizzle-orm";
+import type { z } from "zod";
+import { openDatabase, query, type Database, type DatabaseSetting } from "./db/connection.js";
+import { migrateDatabase } from "./db/migrate.js";
+import { ConfigError } from "./errors.js";
+import { combineHooks, type CronledgerEvents, type CronledgerHooks } from "./events.js";
+import type { JobDefinition } from "./jobs/define-job.js";
+import { enqueueJobs, type EnqueuedJob, type EnqueueOptions, type EnqueueRequest, type JobReference } from "./jobs/enqueue.js";
+import { consoleLogger, type Logger } from "./log.js";
+import type { ScheduleEntry } from "./schedule/define-schedule.js";
+import { pruneLedger } from "./schedule/prune.js";
+import { runTick, type FireMemo, type TickOptions, type TickReport } from "./schedule/tick.js";
+import { loadSchedule, type ResolvedEntry } from "./schedule/validate.js";
+import type { ScheduleProblem } from "./errors.js";
+
+export interface CronledgerOptions {
+  /** PostgreSQL URL; omitted: DATABASE_URL, else embedded PGlite in ./.cronledger ("memory://" for in-memory). */
+  readonly database?: DatabaseSetting;
+  readonly jobs?: readonly JobDefinition[];
+  readonly schedule?: readonly ScheduleEntry[];
+  /** Separates apps sharing one database: each prunes and evaluates only its own ledger rows. */
+  readonly namespace?: string;
+  readonly logger?: Logger;
+  /** Listeners for ticks and job attempts (metrics, logs, the demo's event lines). */
+  readonly hooks?: CronledgerHooks | readonly CronledgerHooks[];
+}
+
+export interface EntryStatus {
+  readonly identity: string;
+  readonly key: string;
+  readonly jobName: string;
+  readonly cron: string;
+  readonly timezone: string;
+  readonly lastEnqueuedSlot: Date | null;
+  readonly nextRunAt: Date | null;
+}
+
+export interface SchedulerStatus {
+  readonly databaseNow: Date;
+  readonly namespace: string;
+  readonly entries: readonly EntryStatus[];
+  readonly warnings: readonly ScheduleProblem[];
+  readonly queues: Readonly<Record<string, Readonly<Record<string, number>>>>;
+}
+
+export class Cronledger {
+  readonly database: Database;
+  readonly namespace: string;
+  readonly logger: Logger;
+  readonly events: CronledgerEvents;
+  readonly jobs: ReadonlyMap<string, JobDefinition>;
+  readonly entries: readonly ResolvedEntry[];
+  readonly warnings: readonly ScheduleProblem[];
+  private readonly memo: FireMemo = new Map();
+  private readonly deferred = new Map<string, number>();
+
+  constructor(options: CronledgerOptions = {}) {
+    this.namespace = options.namespace ?? "default";
+    if (!/^[A-Za-z0-9_.:-]{1,64}$/.test(this.namespace)) {
+      throw new ConfigError(`Invalid namespace ${JSON.stringify(this.namespace)}: use 1-64 letters, digits and . _ : -.`);
+    }
+    this.logger = options.logger ?? consoleLogger;
+    const jobs = options.jobs ?? [];
+    const registry = new Map<string, JobDefinition>();
+    for (const job of jobs) {
+      if (registry.has(job.name) && registry.get(job.name) !== job) {
+        throw new ConfigError(`Two different jobs are named "${job.name}": job names are identities and must be unique.`);
+      }
+      registry.set(job.name, job);
+    }
+    this.jobs = registry;
+    // Throws one ScheduleValidationError listing every problem: a worker refuses to boot on a broken schedule.
+    const loaded = loadSchedule(options.schedule ?? [], jobs, { namespace: this.namespace });
+    this.entries = loaded.entries;
+    this.warnings = loaded.warnings;
+    for (const warning of loaded.warnings) this.logger.warn(warning.message, { code: warning.code });
+    const hooks = options.hooks === undefined ? [] : Array.isArray(options.hooks) ? options.hooks : [options.hooks as CronledgerHooks];
+    this.events = combineHooks(hooks, (error) => this.logger.error("a cronledger hook threw", { error: String(error) }));
+    this.database = openDatabase(options.database);
+    this.logger.info(`using ${this.database.label}`);
+  }
+
+  /** Applies cronledger's migrations under an advisory lock; safe to call from every replica at boot. */
+  async migrate(): Promise<{ applied: number }> {
+    return migrateDatabase(this.database);
+  }
+
+  async enqueue<S extends z.ZodType>(job: JobReference<S>, payload?: z.input<S>, options?: EnqueueOptions): Promise<EnqueuedJob> {
+    const request: EnqueueRequest = { job: job as JobReference, payload, ...(options === undefined ? {} : { options }) };
+    const [result] = await enqueueJobs(this.database, this.jobs, [request]);
+    return result as EnqueuedJob;
+  }
+
+  /** Validates every payload first, then inserts all jobs in one statement. */
+  async enqueueMany(requests: readonly EnqueueRequest[]): Promise<EnqueuedJob[]> {
+    return enqueueJobs(this.database, this.jobs, requests);
+  }
+
+  /** One scheduler pass at `now` (default: the database clock). */
+  async tick(options: TickOptions = {}): Promise<TickReport> {
+    const started = performance.now();
+    const report = await runTick(
+      { database: this.database, entries: this.entries, namespace: this.namespace, logger: this.logger, memo: this.memo, deferred: this.deferred },
+      options,
+    );
+    this.events.tickCompleted(report, (performance.now() - started) / 1000);
+    return report;
+  }
+
+  /** Deletes ledger rows of this namespace that no current entry owns. */
+  async pruneLedger(): Promise<number> {
+    const rows = await pruneLedger(
+      this.database,
+      this.namespace,
+      this.entries.map((entry) => entry.ledgerKey),
+    );
+    this.events.pruned({ table: "schedule_state", rows });
+    return rows;
+  }
+
+  async status(): Promise<SchedulerStatus> {
+    const [clock] = await query<{ now_ms: number }>(this.database.db, sql`select (extract(epoch from now()) * 1000)::float8 as now_ms`);
+    const databaseNow = new Date(clock?.now_ms ?? Date.now());
+    const ledger = await query<{ key: string; slot_ms: number }>(
+      this.database.db,
+      sql`select key, (extract(epoch from last_enqueued_slot) * 1000)::float8 as slot_ms
+          from cronledger.schedule_state where namespace = ${this.namespace}`,
+    );
+    const slots = new Map(ledger.map((row) => [row.key, new Date(row.slot_ms)]));
+    const counts = await query<{ queue: string; status: string; n: number }>(
+      this.database.db,
+      sql`select queue, status, count(*)::int as n from cronledger.jobs group by queue, status`,
+    );
+    const queues: Record<string, Record<string, number>> = {};
+    for (const row of counts) (queues[row.queue] ??= {})[row.status] = row.n;
+    return {
+      databaseNow,
+      namespace: this.namespace,
+      warnings: this.warnings,
+      queues,
+      entries: this.entries.map((entry) => {
+        const last = slots.get(entry.ledgerKey) ?? null;
+        const next = entry.calendar.nextMs(Math.max(last?.getTime() ?? 0, databaseNow.getTime()));
+        return {
+          identity: entry.identity,
+          key: entry.ledgerKey,
+          jobName: entry.jobName,
+          cron: entry.cron.source,
+          timezone: entry.timezone,
+          lastEnqueuedSlot: last,
+          nextRunAt: next === null ? null : new Date(next),
+        };
+      }),
+    };
+  }
+
+  async close(): Promise<void> {
+    await this.database.close();
+  }
+}
+
+export function createCronledger(options: CronledgerOptions = {}): Cronledger {
+  return new Cronledger(options);
+}

@@ -1,0 +1,138 @@
+import { PGlite } from "@electric-sql/pglite";
+import type { SQL } from "drizzle-orm";
+import type { Logger as DrizzleLogger } from "drizzle-orm/logger";
+import type { PgDatabase, PgQueryResultHKT, PgTransaction } from "drizzle-orm/pg-core";
+import { drizzle as drizzlePglite } from "drizzle-orm/pglite";
+import { drizzle as drizzlePostgres } from "drizzle-orm/postgres-js";
+import { mkdirSync } from "node:fs";
+import { resolve } from "node:path";
+import postgres from "postgres";
+import { ConfigError } from "../errors.js";
+
+export type Db = PgDatabase<PgQueryResultHKT>;
+export type Tx = PgTransaction<PgQueryResultHKT>;
+/** Anything that can run a statement: the pool or an open transaction. */
+export type Executor = Db | Tx;
+
+/** Where the data lives: a PostgreSQL URL, `memory://` for in-memory PGlite, or `pglite:<dir>` for PGlite on disk. */
+export type DatabaseSetting = string | { url: string; poolSize?: number };
+
+export const DEFAULT_EMBEDDED_DIR = ".cronledger";
+
+export interface Database {
+  readonly kind: "postgres" | "pglite";
+  /** Human-readable description without credentials, for the startup log line. */
+  readonly label: string;
+  readonly db: Db;
+  /** Statements sent through drizzle since open; lets tests and benches count round trips. */
+  readonly statements: { count: number };
+  listen(channel: string, onMessage: (payload: string) => void): Promise<() => Promise<void>>;
+  /** Runs `fn` while holding a session-level advisory lock on a connection of its own. */
+  withAdvisoryLock<T>(key: readonly [number, number], fn: () => Promise<T>): Promise<T>;
+  close(): Promise<void>;
+}
+
+/** Runs a raw statement and returns its rows, whichever driver is underneath. */
+export async function query<T>(executor: Executor, statement: SQL): Promise<T[]> {
+  const result: unknown = await executor.execute(statement);
+  if (Array.isArray(result)) return result as T[];
+  return (result as { rows: T[] }).rows;
+}
+
+function countingLogger(statements: { count: number }): DrizzleLogger {
+  return {
+    logQuery() {
+      statements.count += 1;
+    },
+  };
+}
+
+function redactUrl(url: string): string {
+  try {
+    const parsed = new URL(url);
+    parsed.password = "";
+    return `PostgreSQL ${parsed.protocol}//${parsed.username ? `${parsed.username}@` : ""}${parsed.host}${parsed.pathname}`;
+  } catch {
+    return "PostgreSQL";
+  }
+}
+
+function openPostgres(url: string, poolSize: number): Database {
+  if (poolSize < 2) {
+    throw new ConfigError(`poolSize must be at least 2 (got ${poolSize}): migrations hold one connection for their lock while another applies them.`);
+  }
+  const statements = { count: 0 };
+  const client = postgres(url, {
+    max: poolSize,
+    onnotice: () => {},
+    connection: { application_name: "cronledger" },
+  });
+  const db = drizzlePostgres(client, { logger: countingLogger(statements) }) as unknown as Db;
+  return {
+    kind: "postgres",
+    label: redactUrl(url),
+    db,
+    statements,
+    async listen(channel, onMessage) {
+      const subscription = await client.listen(channel, (payload) => onMessage(payload));
+      return () => subscription.unlisten();
+    },
+    async withAdvisoryLock(key, fn) {
+      const reserved = await client.reserve();
+      try {
+        await reserved`select pg_advisory_lock(${key[0]}, ${key[1]})`;
+        try {
+          return await fn();
+        } finally {
+          await reserved`select pg_advisory_unlock(${key[0]}, ${key[1]})`;
+        }
+      } finally {
+        reserved.release();
+      }
+    },
+    async close() {
+      await client.end({ timeout: 5 });
+    },
+  };
+}
+
+function openPglite(dataDir: string | undefined): Database {
+  const statements = { count: 0 };
+  if (dataDir !== undefined) mkdirSync(dataDir, { recursive: true });
+  const client = dataDir === undefined ? new PGlite() : new PGlite(dataDir);
+  const db = drizzlePglite(client, { logger: countingLogger(statements) }) as unknown as Db;
+  return {
+    kind: "pglite",
+    label: dataDir === undefined ? "embedded PGlite (in memory)" : `embedded PGlite at ${dataDir}`,
+    db,
+    statements,
+    async listen(channel, onMessage) {
+      const unsubscribe = await client.listen(channel, onMessage);
+      return unsubscribe;
+    },
+    // PGlite is a single connection in a single process: there is nobody to race.
+    async withAdvisoryLock(_key, fn) {
+      return fn();
+    },
+    async close() {
+      if (!client.closed) await client.close();
+    },
+  };
+}
+
+/**
+ * Opens the database named by `setting`, falling back to DATABASE_URL and
+ * then to embedded PGlite in ./.cronledger.
+ */
+export function openDatabase(setting: DatabaseSetting | undefined, env: NodeJS.ProcessEnv = process.env): Database {
+  const resolved = setting ?? env.DATABASE_URL;
+  if (resolved === undefined || resolved === "") return openPglite(resolve(DEFAULT_EMBEDDED_DIR));
+  const url = typeof resolved === "string" ? resolved : resolved.url;
+  const poolSize = typeof resolved === "string" ? 10 : (resolved.poolSize ?? 10);
+  if (url === "memory://" || url === "pglite:memory") return openPglite(undefined);
+  if (url.startsWith("pglite:")) return openPglite(resolve(url.slice("pglite:".length)));
+  if (url.startsWith("postgres://") || url.startsWith("postgresql://")) return openPostgres(url, poolSize);
+  throw new ConfigError(
+    `Unsupported database ${JSON.stringify(url.replace(/:[^:@/]*@/, ":***@"))}: use a postgres:// URL, "memory://" for in-memory PGlite, or "pglite:<dir>" for PGlite on disk.`,
+  );
+}

@@ -1,0 +1,33 @@
+// The public face of cronledger: everything an application imports.
+export { createCronledger, Cronledger } from "./cronledger.js";
+export type { CronledgerOptions, EntryStatus, SchedulerStatus } from "./cronledger.js";
+export { defineJob, skip, noop } from "./jobs/define-job.js";
+export type { JobContext, JobDefinition, JobOptions, JobOutcome, JobResult } from "./jobs/define-job.js";
+export { RETRY_CLASSES, retryDelayMs } from "./jobs/retry.js";
+export type { BackoffRetryPolicy, CustomRetryPolicy, RetryClass, RetryPolicy } from "./jobs/retry.js";
+export type { EnqueuedJob, EnqueueOptions, EnqueueRequest } from "./jobs/enqueue.js";
+export { defineSchedule } from "./schedule/define-schedule.js";
+export type { NamedScheduleEntry, ScheduleEntry, TypedScheduleEntry } from "./schedule/define-schedule.js";
+export { loadSchedule, validateSchedule } from "./schedule/validate.js";
+export type { ResolvedEntry } from "./schedule/validate.js";
+export { slotCalendar } from "./schedule/slot-calendar.js";
+export type { SlotCalendar } from "./schedule/slot-calendar.js";
+export { TickError } from "./schedule/tick.js";
+export type { SlotOutcome, TickOptions, TickReport } from "./schedule/tick.js";
+export type { AttemptStatus, CronledgerEvents, CronledgerHooks } from "./events.js";
+export type { Duration } from "./duration.js";
+export type { Logger } from "./log.js";
+export { consoleLogger, silentLogger } from "./log.js";
+export {
+  ConfigError,
+  CronledgerError,
+  InvalidCronError,
+  InvalidDurationError,
+  InvalidTimezoneError,
+  JobNotRegisteredError,
+  MigrationError,
+  NonRetryableError,
+  PayloadValidationError,
+  ScheduleValidationError,
+} from "./errors.js";
+export type { ScheduleProblem } from "./errors.js";

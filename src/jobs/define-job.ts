@@ -1,0 +1,102 @@
+import { z } from "zod";
+import { parseDuration, type Duration } from "../duration.js";
+import { ConfigError } from "../errors.js";
+import type { Logger } from "../log.js";
+import { resolveRetryPolicy, type RetryClass, type RetryPolicy } from "./retry.js";
+
+/** What a handler sees besides its payload. */
+export interface JobContext {
+  readonly jobId: number;
+  readonly jobName: string;
+  /** 1 on the first run, incremented by every retry. */
+  readonly attempt: number;
+  readonly maxAttempts: number;
+  /** The slot this run is for, for scheduled jobs; null for enqueued ones. */
+  readonly scheduledFor: Date | null;
+  /** Aborted on timeout and on shutdown past the grace period: pass it to fetch() and friends. */
+  readonly signal: AbortSignal;
+  readonly log: Logger;
+}
+
+/** A business outcome that ends the job without retrying. */
+export interface JobOutcome {
+  readonly outcome: "skip" | "noop";
+  readonly reason?: string;
+}
+
+/** Ends the job as skipped (nothing to do for a business reason); no retry. */
+export function skip(reason?: string): JobOutcome {
+  return { outcome: "skip", ...(reason === undefined ? {} : { reason }) };
+}
+
+/** Ends the job as a no-op (the work was already done); no retry. */
+export function noop(reason?: string): JobOutcome {
+  return { outcome: "noop", ...(reason === undefined ? {} : { reason }) };
+}
+
+export type JobResult = JobOutcome | void | undefined;
+
+export interface JobOptions<S extends z.ZodType> {
+  /** Stable identity stored in rows: renaming a job orphans its queued rows. */
+  readonly name: string;
+  readonly payload?: S;
+  readonly retry?: RetryClass | RetryPolicy;
+  readonly timeout?: Duration;
+  readonly queue?: string;
+  /** Lower runs first (like graphile-worker, River and Oban). */
+  readonly priority?: number;
+  run(payload: z.output<S>, ctx: JobContext): Promise<JobResult> | JobResult;
+}
+
+export interface JobDefinition<S extends z.ZodType = z.ZodType> {
+  readonly kind: "cronledger.job";
+  readonly name: string;
+  readonly payload: S;
+  readonly retry: RetryPolicy;
+  readonly retryClass: RetryClass | "custom";
+  readonly timeoutMs: number;
+  readonly queue: string;
+  readonly priority: number;
+  run(payload: z.output<S>, ctx: JobContext): Promise<JobResult> | JobResult;
+}
+
+/** Job names become row values, metric labels and identity parts, so they stay plain. */
+export const JOB_NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,199}$/;
+const QUEUE_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}$/;
+export const DEFAULT_TIMEOUT = "5m";
+
+// A job without a payload schema accepts an absent payload (stored as {}) or any object.
+const ANY_PAYLOAD = z.record(z.string(), z.unknown()).optional();
+
+export function defineJob<S extends z.ZodType = typeof ANY_PAYLOAD>(options: JobOptions<S>): JobDefinition<S> {
+  if (!JOB_NAME_PATTERN.test(options.name)) {
+    throw new ConfigError(
+      `Invalid job name ${JSON.stringify(options.name)}: use 1-200 letters, digits and . _ : / - (for example "email.send-digest").`,
+    );
+  }
+  const queue = options.queue ?? "default";
+  if (!QUEUE_PATTERN.test(queue)) {
+    throw new ConfigError(`Job "${options.name}" has invalid queue ${JSON.stringify(queue)}: use letters, digits and . _ : -.`);
+  }
+  const retry = options.retry ?? "entity";
+  return {
+    kind: "cronledger.job",
+    name: options.name,
+    payload: (options.payload ?? ANY_PAYLOAD) as S,
+    retry: resolveRetryPolicy(retry, options.name),
+    retryClass: typeof retry === "string" ? retry : "custom",
+    timeoutMs: parseDuration(options.timeout ?? DEFAULT_TIMEOUT, `timeout of job "${options.name}"`),
+    queue,
+    priority: options.priority ?? 0,
+    run: options.run,
+  };
+}
+
+export function isJobDefinition(value: unknown): value is JobDefinition {
+  return typeof value === "object" && value !== null && (value as { kind?: unknown }).kind === "cronledger.job";
+}
+
+/** Formats zod issues as "path: message" lines that name the field to fix. */
+export function describeIssues(error: z.ZodError): string[] {
+  return error.issues.map((issue) => `${issue.path.length > 0 ? issue.path.join(".") : "payload"}: ${issue.message}`);
+}

@@ -1,0 +1,124 @@
+import { and, inArray } from "drizzle-orm";
+import type { z } from "zod";
+import { query, type Database } from "../db/connection.js";
+import { parseDuration, type Duration } from "../duration.js";
+import { ConfigError, JobNotRegisteredError, PayloadValidationError } from "../errors.js";
+import { jobs as jobsTable } from "../schema.js";
+import { boundKey } from "../schedule/identity.js";
+import { describeIssues, type JobDefinition } from "./define-job.js";
+import { insertJobsStatement, type NewJobRow } from "./insert-jobs.js";
+
+export interface EnqueueOptions {
+  /** Unique per job name: enqueueing an existing key returns the existing job instead of adding one. */
+  readonly idempotencyKey?: string;
+  /** Run no earlier than this instant ... */
+  readonly runAt?: Date;
+  /** ... or after this delay from now. */
+  readonly delay?: Duration;
+  readonly queue?: string;
+  readonly priority?: number;
+}
+
+export interface EnqueuedJob {
+  readonly id: number;
+  readonly jobName: string;
+  /** False when the idempotency key already existed and this is that earlier job. */
+  readonly created: boolean;
+}
+
+export type JobReference<S extends z.ZodType = z.ZodType> = JobDefinition<S> | string;
+
+export interface EnqueueRequest<S extends z.ZodType = z.ZodType> {
+  readonly job: JobReference<S>;
+  readonly payload?: z.input<S>;
+  readonly options?: EnqueueOptions;
+}
+
+function resolveJob(reference: JobReference, registry: ReadonlyMap<string, JobDefinition>): JobDefinition {
+  const name = typeof reference === "string" ? reference : reference.name;
+  const job = registry.get(name) ?? (typeof reference === "string" ? undefined : reference);
+  if (!job) throw new JobNotRegisteredError(name);
+  return job;
+}
+
+/** Validates every request before anything is written: one bad payload writes nothing. */
+function toRow(request: EnqueueRequest, registry: ReadonlyMap<string, JobDefinition>, position?: number): NewJobRow {
+  const job = resolveJob(request.job, registry);
+  const parsed = job.payload.safeParse(request.payload);
+  if (!parsed.success) {
+    throw new PayloadValidationError(job.name, describeIssues(parsed.error), position === undefined ? undefined : `enqueueMany item ${position}`);
+  }
+  const options = request.options ?? {};
+  if (options.runAt !== undefined && options.delay !== undefined) {
+    throw new ConfigError(`enqueue(${job.name}): pass either runAt or delay, not both.`);
+  }
+  const runAt = options.runAt ?? (options.delay === undefined ? undefined : new Date(Date.now() + parseDuration(options.delay, "delay")));
+  return {
+    jobName: job.name,
+    queue: options.queue ?? job.queue,
+    payloadJson: JSON.stringify(request.payload ?? {}),
+    priority: options.priority ?? job.priority,
+    runAt: runAt === undefined ? null : runAt.toISOString(),
+    maxAttempts: job.retry.maxAttempts,
+    idempotencyKey: options.idempotencyKey === undefined ? null : boundKey(options.idempotencyKey),
+    scheduleKey: null,
+    scheduledFor: null,
+  };
+}
+
+/**
+ * Inserts jobs in one statement. Rows whose idempotency key exists are
+ * skipped by the insert and looked up afterwards, so callers always get the
+ * job that holds the key.
+ */
+export async function enqueueJobs(
+  database: Database,
+  registry: ReadonlyMap<string, JobDefinition>,
+  requests: readonly EnqueueRequest[],
+): Promise<EnqueuedJob[]> {
+  const rows = requests.map((request, index) => toRow(request, registry, requests.length > 1 ? index : undefined));
+  if (rows.length === 0) return [];
+  const inserted = await query<{ id: number; job_name: string; idempotency_key: string | null }>(database.db, insertJobsStatement(rows));
+
+  const results: (EnqueuedJob | undefined)[] = new Array(rows.length);
+  const keyOf = (jobName: string, idempotencyKey: string) => `${jobName}\n${idempotencyKey}`;
+  const byKey = new Map<string, number>();
+  // Rows without a key are never skipped and come back in input order; keyed rows are matched by key.
+  const unkeyedIds = inserted.filter((row) => row.idempotency_key === null).map((row) => row.id);
+  for (const row of inserted) if (row.idempotency_key !== null) byKey.set(keyOf(row.job_name, row.idempotency_key), row.id);
+  const createdKeys = new Set<string>();
+  rows.forEach((row, index) => {
+    if (row.idempotencyKey === null) {
+      const id = unkeyedIds.shift();
+      if (id !== undefined) results[index] = { id, jobName: row.jobName, created: true };
+      return;
+    }
+    const key = keyOf(row.jobName, row.idempotencyKey);
+    const id = byKey.get(key);
+    if (id !== undefined && !createdKeys.has(key)) {
+      createdKeys.add(key);
+      results[index] = { id, jobName: row.jobName, created: true };
+    }
+  });
+
+  const unresolved = rows.flatMap((row, index) => (results[index] === undefined ? [{ row, index }] : []));
+  if (unresolved.length > 0) {
+    const existing = await database.db
+      .select({ id: jobsTable.id, jobName: jobsTable.jobName, idempotencyKey: jobsTable.idempotencyKey })
+      .from(jobsTable)
+      .where(
+        and(
+          inArray(jobsTable.jobName, [...new Set(unresolved.map(({ row }) => row.jobName))]),
+          inArray(jobsTable.idempotencyKey, [...new Set(unresolved.map(({ row }) => row.idempotencyKey ?? ""))]),
+        ),
+      );
+    for (const found of existing) byKey.set(keyOf(found.jobName, found.idempotencyKey ?? ""), found.id);
+    for (const { row, index } of unresolved) {
+      const id = byKey.get(keyOf(row.jobName, row.idempotencyKey ?? ""));
+      if (id === undefined) throw new Error(`cronledger: job ${row.jobName} with idempotency key ${row.idempotencyKey} vanished while enqueueing`);
+      results[index] = { id, jobName: row.jobName, created: false };
+    }
+  }
+  return results as EnqueuedJob[];
+}
+

@@ -1,0 +1,51 @@
+import { sql, type SQL } from "drizzle-orm";
+
+/** Workers LISTEN on this channel; the payload is the queue that gained ready jobs. */
+export const JOBS_CHANNEL = "cronledger_jobs";
+
+export interface NewJobRow {
+  readonly jobName: string;
+  readonly queue: string;
+  readonly payloadJson: string;
+  readonly priority: number;
+  /** ISO instant; null means "now" (the database clock). */
+  readonly runAt: string | null;
+  readonly maxAttempts: number;
+  readonly idempotencyKey: string | null;
+  readonly scheduleKey: string | null;
+  readonly scheduledFor: string | null;
+}
+
+export interface InsertedJob {
+  id: number;
+  job_name: string;
+  idempotency_key: string | null;
+  schedule_key: string | null;
+}
+
+/**
+ * One INSERT for any number of jobs: columns travel as parallel arrays
+ * through unnest (a constant 9 parameters, whatever the batch size), rows
+ * whose (job_name, idempotency_key) exists are skipped, and each queue that
+ * gained rows is notified once, on commit.
+ */
+export function insertJobsStatement(rows: readonly NewJobRow[]): SQL {
+  const column = <K extends keyof NewJobRow>(key: K) => sql.param(rows.map((row) => row[key]));
+  return sql`
+    with inserted as (
+      insert into cronledger.jobs
+        (job_name, queue, payload, priority, run_at, max_attempts, idempotency_key, schedule_key, scheduled_for)
+      select n, q, p::jsonb, pr, coalesce(ra::timestamptz, now()), ma, ik, sk, sf::timestamptz
+      from unnest(
+        ${column("jobName")}::text[], ${column("queue")}::text[], ${column("payloadJson")}::text[],
+        ${column("priority")}::int[], ${column("runAt")}::text[], ${column("maxAttempts")}::int[],
+        ${column("idempotencyKey")}::text[], ${column("scheduleKey")}::text[], ${column("scheduledFor")}::text[]
+      ) as t(n, q, p, pr, ra, ma, ik, sk, sf)
+      on conflict (job_name, idempotency_key) where idempotency_key is not null do nothing
+      returning id, job_name, idempotency_key, schedule_key, queue
+    ), notified as (
+      select count(pg_notify(${JOBS_CHANNEL}, queue)) as n from (select distinct queue from inserted) queues
+    )
+    select inserted.id::float8 as id, inserted.job_name, inserted.idempotency_key, inserted.schedule_key
+    from inserted cross join notified`;
+}

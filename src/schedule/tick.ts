@@ -1,0 +1,371 @@
+import { sql } from "drizzle-orm";
+import { query, type Database, type Executor } from "../db/connection.js";
+import { isTransientDatabaseError, rootMessage } from "../db/transient.js";
+import { CronledgerError } from "../errors.js";
+import { insertJobsStatement, type NewJobRow } from "../jobs/insert-jobs.js";
+import type { Logger } from "../log.js";
+import { slotIdempotencyKey } from "./identity.js";
+import { jitterMs } from "./jitter.js";
+import type { ResolvedEntry } from "./validate.js";
+
+export type TickPhase = "read" | "create" | "repair" | "claim" | "insert";
+
+/** A tick pass that failed after its retries; names the phase and, where one is involved, the entry. */
+export class TickError extends CronledgerError {
+  readonly phase: TickPhase;
+  readonly entry: string | undefined;
+
+  constructor(phase: TickPhase, entry: string | undefined, cause: unknown, attempts: number) {
+    super(
+      "tick_failed",
+      `Scheduler tick failed in phase "${phase}"${entry ? ` for entry ${entry}` : ""} after ${attempts} attempt${attempts === 1 ? "" : "s"}: ${rootMessage(cause)}. ` +
+        "Check database connectivity; the next pass retries and no slot is lost (see docs/operations.md, \"Scheduler stuck\").",
+      { cause },
+    );
+    this.phase = phase;
+    this.entry = entry;
+  }
+}
+
+export interface SlotOutcome {
+  readonly identity: string;
+  readonly key: string;
+  readonly jobName: string;
+  readonly slot: Date;
+}
+
+export interface TickReport {
+  /** The instant this pass evaluated schedules at (the database clock unless overridden). */
+  readonly now: Date;
+  readonly enqueued: (SlotOutcome & { readonly jobId: number | null })[];
+  /** Another replica claimed the slot first: normal, not an error. */
+  readonly lostRace: SlotOutcome[];
+  /** The slot was older than the catch-up window: the ledger moved on without firing. */
+  readonly skippedStale: SlotOutcome[];
+  /** The entry's claim or job insert failed; its slot stays unclaimed and is retried after QUARANTINE_DEFERRAL_MS. */
+  readonly quarantined: (SlotOutcome & { readonly phase: TickPhase; readonly error: string })[];
+  /** Ledger values found in the future beyond tolerance, reset to `now`. */
+  readonly repaired: { readonly identity: string; readonly key: string; readonly jobName: string; readonly from: Date; readonly to: Date }[];
+  /** Ledger rows this pass created for entries seen for the first time. */
+  readonly created: number;
+  /** Earliest upcoming fire time among the entries, for the runner's sleep. */
+  readonly nextFireAt: Date | null;
+  /** Statements sent to the database by this pass. */
+  readonly statements: number;
+  readonly attempts: number;
+}
+
+/** Per-entry cache of the next fire time after a ledger value, so an idle pass costs no cron arithmetic. */
+export type FireMemo = Map<string, { readonly ledgerRaw: string; readonly nextFireMs: number }>;
+
+export interface TickContext {
+  readonly database: Database;
+  readonly entries: readonly ResolvedEntry[];
+  readonly namespace: string;
+  readonly logger: Logger;
+  readonly memo: FireMemo;
+  /** Entries quarantined recently, with the tick time before which they are left out of the batch. */
+  readonly deferred: Map<string, number>;
+}
+
+/** How long a quarantined entry stays out of the batch before it is tried again. */
+export const QUARANTINE_DEFERRAL_MS = 60_000;
+
+export interface TickOptions {
+  /** Evaluate schedules at this instant instead of the database clock (tests, replays). */
+  readonly now?: Date;
+}
+
+/** Ledger values further in the future than this are corrupt, not clock skew. */
+export const FUTURE_LEDGER_TOLERANCE_MS = 5 * 60_000;
+export const TICK_RETRIES = 3;
+const RETRY_BACKOFF_MS = [100, 300, 900] as const;
+
+interface LedgerRow {
+  now_ms: number;
+  key: string | null;
+  raw: string | null;
+  ms: number | null;
+}
+
+interface Claim {
+  readonly entry: ResolvedEntry;
+  readonly oldRaw: string;
+  readonly slotMs: number;
+  readonly stale: boolean;
+}
+
+class PhaseError extends Error {
+  constructor(
+    readonly phase: TickPhase,
+    readonly entry: string | undefined,
+    readonly original: unknown,
+  ) {
+    super(rootMessage(original));
+  }
+}
+
+async function inPhase<T>(phase: TickPhase, entry: string | undefined, work: () => Promise<T>): Promise<T> {
+  try {
+    return await work();
+  } catch (error) {
+    throw error instanceof PhaseError ? error : new PhaseError(phase, entry, error);
+  }
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * One scheduler pass (DESIGN 6). Transient database errors retry the whole
+ * pass: every write is guarded by the ledger value it read, so a retry after
+ * an unacknowledged commit finds the slot already claimed and adds nothing.
+ */
+export async function runTick(context: TickContext, options: TickOptions = {}): Promise<TickReport> {
+  const statementsBefore = context.database.statements.count;
+  for (let attempt = 1; ; attempt += 1) {
+    try {
+      const report = await tickOnce(context, options);
+      return { ...report, statements: context.database.statements.count - statementsBefore, attempts: attempt };
+    } catch (error) {
+      const phaseError = error instanceof PhaseError ? error : new PhaseError("read", undefined, error);
+      const transient = isTransientDatabaseError(phaseError.original);
+      if (!transient || attempt > TICK_RETRIES) {
+        throw new TickError(phaseError.phase, phaseError.entry, phaseError.original, attempt);
+      }
+      context.logger.warn("tick hit a transient database error; retrying", {
+        phase: phaseError.phase,
+        attempt,
+        error: phaseError.message,
+      });
+      await sleep(RETRY_BACKOFF_MS[attempt - 1] ?? 1_000);
+    }
+  }
+}
+
+function outcome(entry: ResolvedEntry, slotMs: number): SlotOutcome {
+  return { identity: entry.identity, key: entry.ledgerKey, jobName: entry.jobName, slot: new Date(slotMs) };
+}
+
+function fireTime(entry: ResolvedEntry, slotMs: number): number {
+  return entry.jitterMs > 0 ? slotMs + jitterMs(entry.identity, slotMs, entry.jitterMs) : slotMs;
+}
+
+/** Fire time of the first slot after `ledgerMs`, or Infinity for an entry that never fires again. */
+function nextFireAfter(entry: ResolvedEntry, ledgerMs: number): number {
+  const next = entry.calendar.nextMs(ledgerMs);
+  return next === null ? Number.POSITIVE_INFINITY : fireTime(entry, next);
+}
+
+/** The latest slot after the ledger value whose fire time has come, if any (DESIGN 6, step 2). */
+function dueSlot(entry: ResolvedEntry, ledgerMs: number, nowMs: number): number | null {
+  let slot = entry.calendar.latestMs(nowMs);
+  if (slot === null || slot <= ledgerMs) return null;
+  if (fireTime(entry, slot) > nowMs) {
+    slot = entry.calendar.latestMs(slot - 1);
+    if (slot === null || slot <= ledgerMs || fireTime(entry, slot) > nowMs) return null;
+  }
+  return slot;
+}
+
+async function tickOnce(context: TickContext, options: TickOptions): Promise<Omit<TickReport, "statements" | "attempts">> {
+  const { database, entries, namespace, logger, memo } = context;
+  const rows = await inPhase("read", undefined, () =>
+    query<LedgerRow>(
+      database.db,
+      sql`select (extract(epoch from now()) * 1000)::float8 as now_ms, s.key, s.raw, s.ms
+          from (select 1) as one
+          left join (
+            select key, last_enqueued_slot::text as raw, (extract(epoch from last_enqueued_slot) * 1000)::float8 as ms
+            from cronledger.schedule_state where namespace = ${namespace}
+          ) as s on true`,
+    ),
+  );
+  const nowMs = options.now?.getTime() ?? rows[0]?.now_ms ?? Date.now();
+  const ledger = new Map<string, { raw: string; ms: number }>();
+  for (const row of rows) {
+    if (row.key !== null && row.raw !== null && row.ms !== null) ledger.set(row.key, { raw: row.raw, ms: row.ms });
+  }
+
+  const missing: ResolvedEntry[] = [];
+  const corrupt: { entry: ResolvedEntry; raw: string; ms: number }[] = [];
+  const claims: Claim[] = [];
+  let nextFireMs = Number.POSITIVE_INFINITY;
+
+  for (const entry of entries) {
+    const state = ledger.get(entry.ledgerKey);
+    if (state === undefined) {
+      missing.push(entry);
+      nextFireMs = Math.min(nextFireMs, nextFireAfter(entry, nowMs));
+      continue;
+    }
+    if (state.ms > nowMs + FUTURE_LEDGER_TOLERANCE_MS) {
+      corrupt.push({ entry, raw: state.raw, ms: state.ms });
+      nextFireMs = Math.min(nextFireMs, nextFireAfter(entry, nowMs));
+      continue;
+    }
+    const cached = memo.get(entry.ledgerKey);
+    let upcoming = cached?.ledgerRaw === state.raw ? cached.nextFireMs : undefined;
+    if (upcoming === undefined) {
+      upcoming = nextFireAfter(entry, state.ms);
+      memo.set(entry.ledgerKey, { ledgerRaw: state.raw, nextFireMs: upcoming });
+    }
+    // Fire times grow with slots (jitter < gap), so nothing is due before the next one.
+    if (upcoming > nowMs) {
+      nextFireMs = Math.min(nextFireMs, upcoming);
+      continue;
+    }
+    const slotMs = dueSlot(entry, state.ms, nowMs);
+    if (slotMs === null) continue;
+    const deferredUntil = context.deferred.get(entry.ledgerKey);
+    if (deferredUntil !== undefined && nowMs < deferredUntil) continue;
+    context.deferred.delete(entry.ledgerKey);
+    claims.push({ entry, oldRaw: state.raw, slotMs, stale: slotMs < nowMs - entry.catchUpWindowMs });
+    nextFireMs = Math.min(nextFireMs, nextFireAfter(entry, slotMs));
+  }
+
+  const nowIso = new Date(nowMs).toISOString();
+  let created = 0;
+  if (missing.length > 0) {
+    // A new entry never fires retroactively: its ledger starts at now, so its first fire is its next slot.
+    const inserted = await inPhase("create", undefined, () =>
+      query<{ key: string }>(
+        database.db,
+        sql`insert into cronledger.schedule_state (key, namespace, job_name, last_enqueued_slot)
+            select k, ${namespace}, j, ${nowIso}::timestamptz
+            from unnest(${sql.param(missing.map((e) => e.ledgerKey))}::text[], ${sql.param(missing.map((e) => e.jobName))}::text[]) as t(k, j)
+            on conflict (key) do nothing
+            returning key`,
+      ),
+    );
+    created = inserted.length;
+  }
+
+  const repaired: TickReport["repaired"][number][] = [];
+  if (corrupt.length > 0) {
+    const fixed = await inPhase("repair", undefined, () =>
+      query<{ key: string }>(
+        database.db,
+        sql`update cronledger.schedule_state s set last_enqueued_slot = ${nowIso}::timestamptz, updated_at = now()
+            from unnest(${sql.param(corrupt.map((c) => c.entry.ledgerKey))}::text[], ${sql.param(corrupt.map((c) => c.raw))}::text[]) as t(k, old)
+            where s.key = t.k and s.last_enqueued_slot = t.old::timestamptz
+            returning s.key`,
+      ),
+    );
+    const fixedKeys = new Set(fixed.map((row) => row.key));
+    for (const { entry, ms } of corrupt) {
+      if (!fixedKeys.has(entry.ledgerKey)) continue;
+      logger.warn("ledger value was in the future; repaired it to now so the entry keeps firing", {
+        identity: entry.identity,
+        from: new Date(ms).toISOString(),
+        to: nowIso,
+      });
+      repaired.push({ identity: entry.identity, key: entry.ledgerKey, jobName: entry.jobName, from: new Date(ms), to: new Date(nowMs) });
+    }
+  }
+
+  const result = claims.length > 0 ? await claimAndEnqueue(context, claims, nowIso) : emptyClaimResult();
+  return {
+    now: new Date(nowMs),
+    ...result,
+    repaired,
+    created,
+    nextFireAt: Number.isFinite(nextFireMs) ? new Date(nextFireMs) : null,
+  };
+}
+
+type ClaimResult = Pick<TickReport, "enqueued" | "lostRace" | "skippedStale" | "quarantined">;
+
+function emptyClaimResult(): ClaimResult {
+  return { enqueued: [], lostRace: [], skippedStale: [], quarantined: [] };
+}
+
+function jobRow(claim: Claim, namespace: string, nowIso: string): NewJobRow {
+  const { entry, slotMs } = claim;
+  return {
+    jobName: entry.jobName,
+    queue: entry.queue,
+    payloadJson: entry.payloadJson,
+    priority: entry.priority,
+    runAt: nowIso,
+    maxAttempts: entry.job.retry.maxAttempts,
+    idempotencyKey: slotIdempotencyKey(namespace, entry.identity, slotMs),
+    scheduleKey: entry.ledgerKey,
+    scheduledFor: new Date(slotMs).toISOString(),
+  };
+}
+
+/** Claims a batch of slots (guarded by the ledger values read) and inserts their jobs; returns the claimed keys and job ids. */
+async function claimBatch(executor: Executor, claims: readonly Claim[], namespace: string, nowIso: string) {
+  const claimed = await inPhase("claim", claims.length === 1 ? claims[0]?.entry.identity : undefined, () =>
+    query<{ key: string }>(
+      executor,
+      sql`update cronledger.schedule_state s set last_enqueued_slot = t.slot::timestamptz, updated_at = now()
+          from unnest(
+            ${sql.param(claims.map((c) => c.entry.ledgerKey))}::text[],
+            ${sql.param(claims.map((c) => c.oldRaw))}::text[],
+            ${sql.param(claims.map((c) => new Date(c.slotMs).toISOString()))}::text[]
+          ) as t(key, old, slot)
+          where s.key = t.key and s.last_enqueued_slot = t.old::timestamptz
+          returning s.key`,
+    ),
+  );
+  const claimedKeys = new Set(claimed.map((row) => row.key));
+  const toInsert = claims.filter((claim) => !claim.stale && claimedKeys.has(claim.entry.ledgerKey));
+  const jobIds = new Map<string, number>();
+  if (toInsert.length > 0) {
+    const inserted = await inPhase("insert", claims.length === 1 ? claims[0]?.entry.identity : undefined, () =>
+      query<{ id: number; schedule_key: string }>(executor, insertJobsStatement(toInsert.map((claim) => jobRow(claim, namespace, nowIso)))),
+    );
+    for (const row of inserted) jobIds.set(row.schedule_key, row.id);
+  }
+  return { claimedKeys, jobIds };
+}
+
+function classify(claims: readonly Claim[], claimedKeys: Set<string>, jobIds: Map<string, number>, into: ClaimResult): void {
+  for (const claim of claims) {
+    const base = outcome(claim.entry, claim.slotMs);
+    if (!claimedKeys.has(claim.entry.ledgerKey)) into.lostRace.push(base);
+    else if (claim.stale) into.skippedStale.push(base);
+    else into.enqueued.push({ ...base, jobId: jobIds.get(claim.entry.ledgerKey) ?? null });
+  }
+}
+
+async function claimAndEnqueue(context: TickContext, claims: readonly Claim[], nowIso: string): Promise<ClaimResult> {
+  const { database, namespace, logger } = context;
+  const result = emptyClaimResult();
+  try {
+    const { claimedKeys, jobIds } = await database.db.transaction((tx) => claimBatch(tx, claims, namespace, nowIso));
+    classify(claims, claimedKeys, jobIds, result);
+    return result;
+  } catch (error) {
+    const original = error instanceof PhaseError ? error.original : error;
+    if (isTransientDatabaseError(original)) throw error;
+    logger.warn("batch claim failed; retrying entries one by one to isolate the failure", { error: rootMessage(original) });
+  }
+
+  // Isolation: each entry under its own savepoint, so one bad entry cannot stop the others.
+  await inPhase("claim", undefined, () =>
+    database.db.transaction(async (tx) => {
+      for (const claim of claims) {
+        try {
+          const { claimedKeys, jobIds } = await tx.transaction((savepoint) => claimBatch(savepoint, [claim], namespace, nowIso));
+          classify([claim], claimedKeys, jobIds, result);
+        } catch (error) {
+          const phaseError = error instanceof PhaseError ? error : new PhaseError("insert", claim.entry.identity, error);
+          if (isTransientDatabaseError(phaseError.original)) throw phaseError;
+          const quarantined = { ...outcome(claim.entry, claim.slotMs), phase: phaseError.phase, error: phaseError.message };
+          logger.error("schedule entry quarantined: its slot is deferred to the next pass", {
+            job: claim.entry.jobName,
+            identity: claim.entry.identity,
+            phase: phaseError.phase,
+            slot: quarantined.slot.toISOString(),
+            error: phaseError.message,
+          });
+          result.quarantined.push(quarantined);
+          context.deferred.set(claim.entry.ledgerKey, Date.parse(nowIso) + QUARANTINE_DEFERRAL_MS);
+        }
+      }
+    }),
+  );
+  return result;
+}

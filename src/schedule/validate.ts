@@ -1,0 +1,220 @@
+import { z } from "zod";
+import { parseDuration } from "../duration.js";
+import { CronledgerError, ScheduleValidationError, type ScheduleProblem } from "../errors.js";
+import { describeIssues, isJobDefinition, type JobDefinition } from "../jobs/define-job.js";
+import { assertTimezone, parseCron, type ParsedCron } from "./cron.js";
+import { entryIdentity, ledgerKey } from "./identity.js";
+import { slotCalendar, type SlotCalendar } from "./slot-calendar.js";
+
+export const DEFAULT_CATCH_UP_WINDOW_MS = 24 * 3_600_000;
+/** Ordinary lateness (a slow tick, a deploy) must never drop a slot. */
+export const MIN_CATCH_UP_WINDOW_MS = 2 * 60_000;
+const NEVER_MATCHES_HORIZON_MS = 5 * 366 * 86_400_000;
+
+/** A schedule entry after validation: everything the tick needs, precomputed. */
+export interface ResolvedEntry {
+  readonly index: number;
+  readonly job: JobDefinition;
+  readonly jobName: string;
+  readonly entryKey: string | undefined;
+  readonly cron: ParsedCron;
+  readonly timezone: string;
+  readonly calendar: SlotCalendar;
+  readonly identity: string;
+  readonly ledgerKey: string;
+  readonly payload: unknown;
+  readonly payloadJson: string;
+  readonly jitterMs: number;
+  readonly catchUpWindowMs: number;
+  readonly queue: string;
+  readonly priority: number;
+}
+
+export interface ResolveOptions {
+  readonly namespace?: string;
+  /** Reference instant for the never_matches look-ahead; defaults to the wall clock. */
+  readonly now?: Date;
+}
+
+const durationSchema = z.union([z.number(), z.string()]);
+const entryShape = z.object(
+  {
+    job: z.union([z.string().min(1), z.custom<JobDefinition>(isJobDefinition, "must be a defineJob() result or a job name")]),
+    cron: z.string({ error: "cron must be a string" }),
+    timezone: z.string().min(1).optional(),
+    key: z
+      .string()
+      .min(1)
+      .refine((key) => !key.includes("|"), "key must not contain '|'")
+      .optional(),
+    payload: z.unknown().optional(),
+    jitter: durationSchema.optional(),
+    catchUpWindow: durationSchema.optional(),
+    queue: z.string().min(1).optional(),
+    priority: z.number().int().optional(),
+  },
+  { error: "each entry must be an object like { job, cron }" },
+);
+
+function describe(index: number, jobName: string | undefined): string {
+  return `schedule[${index}]${jobName ? ` (${jobName})` : ""}`;
+}
+
+function jobNameOf(entry: unknown): string | undefined {
+  if (typeof entry !== "object" || entry === null) return undefined;
+  const job = (entry as { job?: unknown }).job;
+  if (typeof job === "string") return job;
+  return isJobDefinition(job) ? job.name : undefined;
+}
+
+/**
+ * Resolves every entry it can and reports every problem it finds; never
+ * throws for a bad entry. Warnings (never_matches) leave the entry usable.
+ */
+export function resolveSchedule(
+  entries: readonly unknown[],
+  jobs: readonly JobDefinition[],
+  options: ResolveOptions = {},
+): { entries: ResolvedEntry[]; problems: ScheduleProblem[] } {
+  const namespace = options.namespace ?? "default";
+  const nowMs = (options.now ?? new Date()).getTime();
+  const registry = new Map(jobs.map((job) => [job.name, job]));
+  const problems: ScheduleProblem[] = [];
+  const resolved: ResolvedEntry[] = [];
+  const seen = new Map<string, number>();
+
+  entries.forEach((raw, index) => {
+    const jobName = jobNameOf(raw);
+    const where = describe(index, jobName);
+    const report = (code: ScheduleProblem["code"], message: string, identity?: string, severity: ScheduleProblem["severity"] = "error") => {
+      problems.push({ code, severity, index, message: `${where}: ${message}`, ...(jobName ? { jobName } : {}), ...(identity ? { identity } : {}) });
+    };
+
+    const shape = entryShape.safeParse(raw);
+    if (!shape.success) {
+      report("invalid_entry", `${describeIssues(shape.error).join("; ")}.`);
+      return;
+    }
+    const entry = shape.data;
+    const name = typeof entry.job === "string" ? entry.job : entry.job.name;
+    const timezone = entry.timezone ?? "UTC";
+    let broken = false;
+
+    let cron: ParsedCron | undefined;
+    try {
+      cron = parseCron(entry.cron);
+    } catch (error) {
+      report("invalid_cron", messageOf(error));
+      broken = true;
+    }
+    try {
+      assertTimezone(timezone);
+    } catch (error) {
+      report("invalid_timezone", messageOf(error));
+      broken = true;
+    }
+
+    const registered = registry.get(name);
+    const job = registered ?? (typeof entry.job === "string" ? undefined : entry.job);
+    if (!registered) {
+      report(
+        "unregistered_job",
+        `job "${name}" is not registered: add its defineJob() result to \`jobs\` (createCronledger / defineConfig), or fix the name.`,
+      );
+      broken = true;
+    }
+
+    let payloadJson = "{}";
+    if (job) {
+      const parsed = job.payload.safeParse(entry.payload);
+      if (!parsed.success) {
+        report("invalid_payload", `payload does not match job "${name}"'s schema: ${describeIssues(parsed.error).join("; ")}.`);
+        broken = true;
+      } else {
+        payloadJson = JSON.stringify(entry.payload ?? {});
+      }
+    }
+
+    let jitterMs = 0;
+    let catchUpWindowMs = DEFAULT_CATCH_UP_WINDOW_MS;
+    try {
+      jitterMs = entry.jitter === undefined ? 0 : parseDuration(entry.jitter, "jitter");
+    } catch (error) {
+      report("invalid_jitter", messageOf(error));
+      broken = true;
+    }
+    try {
+      if (entry.catchUpWindow !== undefined) {
+        catchUpWindowMs = Math.max(MIN_CATCH_UP_WINDOW_MS, parseDuration(entry.catchUpWindow, "catchUpWindow"));
+      }
+    } catch (error) {
+      report("invalid_entry", messageOf(error));
+      broken = true;
+    }
+
+    if (cron === undefined || broken) return;
+    const calendar = slotCalendar(cron, { timezone });
+    const identity = entryIdentity({ jobName: name, key: entry.key, canonicalCron: cron.canonical, timezone });
+
+    const gap = calendar.shortestGapMs();
+    if (jitterMs > 0 && jitterMs >= gap) {
+      report("invalid_jitter", `jitter ${jitterMs} ms must be shorter than the shortest gap between slots (${gap} ms); lower it.`, identity);
+      return;
+    }
+
+    const first = seen.get(identity);
+    if (first !== undefined) {
+      report(
+        "duplicate_entry",
+        `same job and timing as schedule[${first}] (identity "${identity}"); give one of them a distinct \`key\`, or remove the duplicate.`,
+        identity,
+      );
+      return;
+    }
+    seen.set(identity, index);
+
+    if (cron.neverMatches || calendar.nextMs(nowMs) === null || (calendar.nextMs(nowMs) ?? 0) > nowMs + NEVER_MATCHES_HORIZON_MS) {
+      report("never_matches", `cron "${entry.cron}" has no slot in the next 5 years in ${timezone}; it will never fire.`, identity, "warning");
+    }
+
+    resolved.push({
+      index,
+      job: job as JobDefinition,
+      jobName: name,
+      entryKey: entry.key,
+      cron,
+      timezone,
+      calendar,
+      identity,
+      ledgerKey: ledgerKey(namespace, identity),
+      payload: entry.payload ?? {},
+      payloadJson,
+      jitterMs,
+      catchUpWindowMs,
+      queue: entry.queue ?? (job as JobDefinition).queue,
+      priority: entry.priority ?? (job as JobDefinition).priority,
+    });
+  });
+  return { entries: resolved, problems };
+}
+
+function messageOf(error: unknown): string {
+  if (error instanceof CronledgerError) return error.message;
+  return error instanceof Error ? error.message : String(error);
+}
+
+/** Every problem in the schedule, errors and warnings; never throws for a bad entry. */
+export function validateSchedule(entries: readonly unknown[], jobs: readonly JobDefinition[], options: ResolveOptions = {}): ScheduleProblem[] {
+  return resolveSchedule(entries, jobs, options).problems;
+}
+
+/** The resolved schedule, or one ScheduleValidationError listing every error. Warnings are returned alongside. */
+export function loadSchedule(
+  entries: readonly unknown[],
+  jobs: readonly JobDefinition[],
+  options: ResolveOptions = {},
+): { entries: ResolvedEntry[]; warnings: ScheduleProblem[] } {
+  const { entries: resolved, problems } = resolveSchedule(entries, jobs, options);
+  if (problems.some((problem) => problem.severity === "error")) throw new ScheduleValidationError(problems);
+  return { entries: resolved, warnings: problems };
+}

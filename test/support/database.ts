@@ -1,0 +1,37 @@
+import { randomBytes } from "node:crypto";
+import { basename } from "node:path";
+import postgres from "postgres";
+import { inject } from "vitest";
+import { withDatabase } from "./postgres-url.js";
+
+/** The server the suite runs against (resolved once by the global setup). */
+export function serverUrl(): string {
+  return inject("postgresUrl");
+}
+
+/**
+ * Creates an empty database of its own for one test file (or one test), so
+ * files run in parallel without seeing each other's rows.
+ */
+export async function createTestDatabase(label: string): Promise<{ url: string; drop: () => Promise<void> }> {
+  const server = serverUrl();
+  const safeLabel = basename(label).replace(/\.test\.ts$/, "").replace(/[^a-z0-9]+/gi, "_").toLowerCase().slice(0, 30);
+  const name = `cl_test_${safeLabel}_${randomBytes(4).toString("hex")}`;
+  const admin = postgres(server, { max: 1, onnotice: () => {} });
+  try {
+    await admin.unsafe(`create database "${name}"`);
+  } finally {
+    await admin.end({ timeout: 1 });
+  }
+  return {
+    url: withDatabase(server, name),
+    async drop() {
+      const dropper = postgres(server, { max: 1, onnotice: () => {} });
+      try {
+        await dropper.unsafe(`drop database if exists "${name}" with (force)`);
+      } finally {
+        await dropper.end({ timeout: 1 });
+      }
+    },
+  };
+}

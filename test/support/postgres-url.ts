@@ -1,0 +1,23 @@
+import postgres from "postgres";
+
+/** Resolution order of DESIGN 9: TEST_DATABASE_URL, a local server, testcontainers, else a clear message. */
+export const LOCAL_URL = "postgres://postgres@127.0.0.1:5432/postgres";
+
+export async function canConnect(url: string): Promise<boolean> {
+  const client = postgres(url, { max: 1, connect_timeout: 3, onnotice: () => {} });
+  try {
+    await client`select 1`;
+    return true;
+  } catch {
+    return false;
+  } finally {
+    await client.end({ timeout: 1 });
+  }
+}
+
+/** Replaces the database name of a PostgreSQL URL. */
+export function withDatabase(url: string, database: string): string {
+  const parsed = new URL(url);
+  parsed.pathname = `/${database}`;
+  return parsed.toString();
+}
