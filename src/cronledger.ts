@@ -14,8 +14,11 @@ import { loadSchedule, type ResolvedEntry } from "./schedule/validate.js";
 import type { ScheduleProblem } from "./errors.js";
 
 export interface CronledgerOptions {
-  /** PostgreSQL URL; omitted: DATABASE_URL, else embedded PGlite in ./.cronledger ("memory://" for in-memory). */
-  readonly database?: DatabaseSetting;
+  /**
+   * PostgreSQL URL; omitted: DATABASE_URL, else embedded PGlite in ./.cronledger ("memory://" for in-memory).
+   * An already-open Database (from openDatabase) is shared, and close() leaves it open.
+   */
+  readonly database?: DatabaseSetting | Database;
   readonly jobs?: readonly JobDefinition[];
   readonly schedule?: readonly ScheduleEntry[];
   /** Separates apps sharing one database: each prunes and evaluates only its own ledger rows. */
@@ -53,6 +56,7 @@ export class Cronledger {
   readonly warnings: readonly ScheduleProblem[];
   private readonly memo: FireMemo = new Map();
   private readonly deferred = new Map<string, number>();
+  private readonly ownsDatabase: boolean;
 
   constructor(options: CronledgerOptions = {}) {
     this.namespace = options.namespace ?? "default";
@@ -76,7 +80,9 @@ export class Cronledger {
     for (const warning of loaded.warnings) this.logger.warn(warning.message, { code: warning.code });
     const hooks = options.hooks === undefined ? [] : Array.isArray(options.hooks) ? options.hooks : [options.hooks as CronledgerHooks];
     this.events = combineHooks(hooks, (error) => this.logger.error("a cronledger hook threw", { error: String(error) }));
-    this.database = openDatabase(options.database);
+    const setting = options.database;
+    this.ownsDatabase = !isDatabase(setting);
+    this.database = isDatabase(setting) ? setting : openDatabase(setting);
     this.logger.info(`using ${this.database.label}`);
   }
 
@@ -155,8 +161,12 @@ export class Cronledger {
   }
 
   async close(): Promise<void> {
-    await this.database.close();
+    if (this.ownsDatabase) await this.database.close();
   }
+}
+
+function isDatabase(value: DatabaseSetting | Database | undefined): value is Database {
+  return typeof value === "object" && "db" in value && "kind" in value;
 }
 
 export function createCronledger(options: CronledgerOptions = {}): Cronledger {

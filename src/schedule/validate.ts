@@ -82,6 +82,8 @@ export function resolveSchedule(
   const problems: ScheduleProblem[] = [];
   const resolved: ResolvedEntry[] = [];
   const seen = new Map<string, number>();
+  const parsedCrons = new Map<string, ParsedCron>();
+  const calendars = new Map<string, SlotCalendar>();
 
   entries.forEach((raw, index) => {
     const jobName = jobNameOf(raw);
@@ -102,7 +104,8 @@ export function resolveSchedule(
 
     let cron: ParsedCron | undefined;
     try {
-      cron = parseCron(entry.cron);
+      cron = parsedCrons.get(entry.cron) ?? parseCron(entry.cron);
+      parsedCrons.set(entry.cron, cron);
     } catch (error) {
       report("invalid_cron", messageOf(error));
       broken = true;
@@ -153,12 +156,18 @@ export function resolveSchedule(
     }
 
     if (cron === undefined || broken) return;
-    const calendar = slotCalendar(cron, { timezone });
+    // Large schedules repeat a few timings many times: share one calendar per timing.
+    const calendarKey = `${cron.canonical}|${timezone}`;
+    const calendar = calendars.get(calendarKey) ?? slotCalendar(cron, { timezone });
+    calendars.set(calendarKey, calendar);
     const identity = entryIdentity({ jobName: name, key: entry.key, canonicalCron: cron.canonical, timezone });
 
-    const gap = calendar.shortestGapMs();
-    if (jitterMs > 0 && jitterMs >= gap) {
-      report("invalid_jitter", `jitter ${jitterMs} ms must be shorter than the shortest gap between slots (${gap} ms); lower it.`, identity);
+    if (jitterMs > 0 && jitterMs >= calendar.shortestGapMs()) {
+      report(
+        "invalid_jitter",
+        `jitter ${jitterMs} ms must be shorter than the shortest gap between slots (${calendar.shortestGapMs()} ms); lower it.`,
+        identity,
+      );
       return;
     }
 
@@ -173,7 +182,8 @@ export function resolveSchedule(
     }
     seen.set(identity, index);
 
-    if (cron.neverMatches || calendar.nextMs(nowMs) === null || (calendar.nextMs(nowMs) ?? 0) > nowMs + NEVER_MATCHES_HORIZON_MS) {
+    const firstSlot = cron.neverMatches ? null : calendar.nextMs(nowMs);
+    if (firstSlot === null || firstSlot > nowMs + NEVER_MATCHES_HORIZON_MS) {
       report("never_matches", `cron "${entry.cron}" has no slot in the next 5 years in ${timezone}; it will never fire.`, identity, "warning");
     }
 

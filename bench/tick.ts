@@ -1,0 +1,69 @@
+import { sql } from "drizzle-orm";
+import { pathToFileURL } from "node:url";
+import { createCronledger } from "../src/cronledger.js";
+import { query } from "../src/db/connection.js";
+import { defineJob } from "../src/jobs/define-job.js";
+import { silentLogger } from "../src/log.js";
+import type { ScheduleEntry } from "../src/schedule/define-schedule.js";
+import { dropDatabase, freshDatabase, median, printTable } from "./support.js";
+
+const job = defineJob({ name: "bench.tick", run: () => {} });
+const HOUR = 3_600_000;
+const START = Date.parse("2026-06-01T00:00:00.000Z");
+const IDLE_PASSES = 5;
+
+export type TickBenchRow = {
+  entries: number;
+  "idle pass ms": number;
+  "idle statements": number;
+  "all-due pass ms": number;
+  "all-due statements": number;
+  "jobs enqueued": number;
+};
+
+/** One pass over N hourly entries: idle (nothing due, steady state) and all due, on the local PostgreSQL. */
+export async function runTickBench(sizes: readonly number[] = [1_000, 10_000, 50_000]): Promise<TickBenchRow[]> {
+  const name = "cronledger_bench_tick";
+  const url = await freshDatabase(name);
+  const results: TickBenchRow[] = [];
+  try {
+    for (const size of sizes) {
+      const schedule: ScheduleEntry[] = Array.from({ length: size }, (_, index) => ({ job, cron: "0 * * * *", key: `e${index}` }));
+      const ledger = createCronledger({ database: { url, poolSize: 4 }, jobs: [job], schedule, logger: silentLogger });
+      try {
+        await ledger.migrate();
+        await query(ledger.database.db, sql`truncate cronledger.jobs, cronledger.schedule_state`);
+        await ledger.tick({ now: new Date(START + 1_000) });
+        const idleTimes: number[] = [];
+        let idleStatements = 0;
+        for (let pass = 0; pass < IDLE_PASSES; pass += 1) {
+          const started = performance.now();
+          const report = await ledger.tick({ now: new Date(START + 60_000 * (pass + 1)) });
+          idleTimes.push(performance.now() - started);
+          idleStatements = report.statements;
+        }
+        const started = performance.now();
+        const due = await ledger.tick({ now: new Date(START + HOUR + 1_000) });
+        const dueMs = performance.now() - started;
+        results.push({
+          entries: size,
+          "idle pass ms": Number(median(idleTimes).toFixed(1)),
+          "idle statements": idleStatements,
+          "all-due pass ms": Number(dueMs.toFixed(1)),
+          "all-due statements": due.statements,
+          "jobs enqueued": due.enqueued.length,
+        });
+      } finally {
+        await ledger.close();
+      }
+    }
+  } finally {
+    await dropDatabase(name);
+  }
+  printTable("tick: one pass over N entries (local PostgreSQL)", results);
+  return results;
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? "").href) {
+  await runTickBench();
+}

@@ -1,0 +1,87 @@
+import { sql } from "drizzle-orm";
+import { afterEach, describe, expect, it } from "vitest";
+import { z } from "zod";
+import { JobNotRegisteredError, PayloadValidationError } from "../src/errors.js";
+import { defineJob } from "../src/jobs/define-job.js";
+import { BACKENDS, createTestStore, jobCount, rows, type TestStore } from "./support/ledger.js";
+
+const sendDigest = defineJob({
+  name: "email.send-digest",
+  payload: z.object({ list: z.string() }),
+  retry: "probe",
+  queue: "mail",
+  priority: 5,
+  run: () => {},
+});
+const unknownJob = defineJob({ name: "not.registered", run: () => {} });
+
+describe.each(BACKENDS)("enqueue on %s", (backend) => {
+  let store: TestStore;
+  afterEach(async () => {
+    await store.dispose();
+  });
+  const open = async () => {
+    store = await createTestStore(backend, `enqueue_${backend}`);
+    return store.open({ jobs: [sendDigest] });
+  };
+
+  it("writes a queued job with the job's queue, priority and attempts", async () => {
+    const ledger = await open();
+    const job = await ledger.enqueue(sendDigest, { list: "x" });
+    expect(job).toMatchObject({ jobName: "email.send-digest", created: true });
+    const [row] = await rows<Record<string, unknown>>(
+      ledger,
+      sql`select status, queue, priority, max_attempts, payload, attempts from cronledger.jobs where id = ${job.id}`,
+    );
+    expect(row).toEqual({ status: "queued", queue: "mail", priority: 5, max_attempts: 3, payload: { list: "x" }, attempts: 0 });
+  });
+
+  it("returns the existing job for an existing idempotency key", async () => {
+    const ledger = await open();
+    const first = await ledger.enqueue(sendDigest, { list: "x" }, { idempotencyKey: "x-2026-12-02" });
+    const second = await ledger.enqueue(sendDigest, { list: "y" }, { idempotencyKey: "x-2026-12-02" });
+    expect(second).toEqual({ id: first.id, jobName: "email.send-digest", created: false });
+    expect(await jobCount(ledger)).toBe(1);
+  });
+
+  it("validates every payload before writing anything", async () => {
+    const ledger = await open();
+    await expect(ledger.enqueue(sendDigest, { list: 1 } as unknown as { list: string })).rejects.toBeInstanceOf(PayloadValidationError);
+    await expect(
+      ledger.enqueueMany([
+        { job: sendDigest, payload: { list: "ok" } },
+        { job: sendDigest, payload: { nope: true } as unknown as { list: string } },
+      ]),
+    ).rejects.toThrow(/enqueueMany item 1.*list/);
+    expect(await jobCount(ledger)).toBe(0);
+    await expect(ledger.enqueue("reports.unknown")).rejects.toBeInstanceOf(JobNotRegisteredError);
+    await expect(ledger.enqueue(unknownJob)).resolves.toMatchObject({ created: true });
+  });
+
+  it("inserts many jobs in one statement, keeping order and resolving existing keys", async () => {
+    const ledger = await open();
+    const existing = await ledger.enqueue(sendDigest, { list: "k" }, { idempotencyKey: "k" });
+    const before = ledger.database.statements.count;
+    const results = await ledger.enqueueMany([
+      { job: sendDigest, payload: { list: "a" } },
+      { job: sendDigest, payload: { list: "k" }, options: { idempotencyKey: "k" } },
+      { job: sendDigest, payload: { list: "b" }, options: { idempotencyKey: "b", delay: "1h" } },
+      { job: sendDigest, payload: { list: "b2" }, options: { idempotencyKey: "b" } },
+      ...Array.from({ length: 500 }, (_, index) => ({ job: sendDigest, payload: { list: `bulk-${index}` } })),
+    ]);
+    expect(ledger.database.statements.count - before).toBe(2);
+    expect(results).toHaveLength(504);
+    expect(results[1]).toEqual({ id: existing.id, jobName: "email.send-digest", created: false });
+    expect(results[2]?.created).toBe(true);
+    expect(results[3]).toEqual({ id: results[2]!.id, jobName: "email.send-digest", created: false });
+    const payloads = await rows<{ id: number; list: string; delayed: boolean }>(
+      ledger,
+      sql`select id::float8 as id, payload->>'list' as list, run_at > now() + interval '50 minutes' as delayed from cronledger.jobs`,
+    );
+    const byId = new Map(payloads.map((row) => [row.id, row]));
+    expect(byId.get(results[0]!.id)?.list).toBe("a");
+    expect(byId.get(results[503]!.id)?.list).toBe("bulk-499");
+    expect(byId.get(results[2]!.id)?.delayed).toBe(true);
+    expect(payloads).toHaveLength(503);
+  });
+});

@@ -1,0 +1,73 @@
+import { spawn } from "node:child_process";
+import { sql } from "drizzle-orm";
+import postgres from "postgres";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { openDatabase, query } from "../src/db/connection.js";
+import { availableMigrations, migrateDatabase, MIGRATIONS_SCHEMA, MIGRATIONS_TABLE } from "../src/db/migrate.js";
+import { createTestDatabase } from "./support/database.js";
+
+const FIXTURE = new URL("./fixtures/migrate-process.ts", import.meta.url).pathname;
+
+function migrateInProcess(url: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ["--import", "tsx", FIXTURE], { env: { ...process.env, DATABASE_URL: url }, stdio: ["ignore", "pipe", "pipe"] });
+    let out = "";
+    let err = "";
+    child.stdout.on("data", (chunk: Buffer) => (out += chunk.toString()));
+    child.stderr.on("data", (chunk: Buffer) => (err += chunk.toString()));
+    child.on("exit", (code) => (code === 0 ? resolve(out.trim()) : reject(new Error(`migrate process exited ${code}: ${err}`))));
+  });
+}
+
+describe("migrate()", () => {
+  let database: Awaited<ReturnType<typeof createTestDatabase>>;
+  beforeAll(async () => {
+    database = await createTestDatabase(import.meta.url);
+  });
+  afterAll(async () => {
+    await database.drop();
+  });
+
+  it("applies once from 4 processes at once, leaves the application's drizzle journal untouched, and is a no-op twice", async () => {
+    // The application's own drizzle journal, as drizzle-kit's migrator leaves it.
+    const app = postgres(database.url, { max: 1, onnotice: () => {} });
+    await app`create schema drizzle`;
+    await app`create table drizzle.__drizzle_migrations (id serial primary key, hash text not null, created_at bigint)`;
+    await app`insert into drizzle.__drizzle_migrations (hash, created_at) values ('app-0001', 4102444800000)`;
+
+    const outputs = await Promise.all([1, 2, 3, 4].map(() => migrateInProcess(database.url)));
+    const applied = outputs.map((output) => (JSON.parse(output) as { applied: number }).applied).sort();
+    expect(applied).toEqual([0, 0, 0, availableMigrations()]);
+
+    const [journal] = await app<{ n: number }[]>`select count(*)::int as n from drizzle.__cronledger_migrations`;
+    expect(journal?.n).toBe(availableMigrations());
+    const appJournal = await app<{ hash: string }[]>`select hash from drizzle.__drizzle_migrations`;
+    expect(appJournal.map((row) => row.hash)).toEqual(["app-0001"]);
+    const tables = await app<{ table_name: string }[]>`
+      select table_name from information_schema.tables where table_schema = 'cronledger' order by table_name`;
+    expect(tables.map((row) => row.table_name)).toEqual(["jobs", "schedule_state"]);
+    await app.end({ timeout: 1 });
+
+    const again = openDatabase({ url: database.url, poolSize: 2 });
+    try {
+      expect(await migrateDatabase(again)).toEqual({ applied: 0 });
+      const [count] = await query<{ n: number }>(
+        again.db,
+        sql`select count(*)::int as n from ${sql.identifier(MIGRATIONS_SCHEMA)}.${sql.identifier(MIGRATIONS_TABLE)}`,
+      );
+      expect(count?.n).toBe(availableMigrations());
+    } finally {
+      await again.close();
+    }
+  });
+
+  it("migrates embedded PGlite with the same migrations", async () => {
+    const embedded = openDatabase("memory://");
+    try {
+      expect(await migrateDatabase(embedded)).toEqual({ applied: availableMigrations() });
+      expect(await migrateDatabase(embedded)).toEqual({ applied: 0 });
+    } finally {
+      await embedded.close();
+    }
+  });
+});

@@ -1,0 +1,72 @@
+import { sql } from "drizzle-orm";
+import { createCronledger, type Cronledger, type CronledgerOptions } from "../../src/cronledger.js";
+import { query } from "../../src/db/connection.js";
+import { silentLogger } from "../../src/log.js";
+import { createTestDatabase } from "./database.js";
+
+export type Backend = "postgres" | "pglite";
+
+/** The backends a scheduler test runs on; concurrency tests stay on PostgreSQL. */
+export const BACKENDS: readonly Backend[] = ["postgres", "pglite"];
+
+export interface TestStore {
+  readonly backend: Backend;
+  /** Opens a migrated ledger over this store; PGlite stores are one instance, so they share it. */
+  open(options?: Omit<CronledgerOptions, "database">): Promise<Cronledger>;
+  dispose(): Promise<void>;
+}
+
+/**
+ * A fresh database for one test: its own PostgreSQL database, or an
+ * in-memory PGlite. Every ledger opened on it sees the same rows.
+ */
+export async function createTestStore(backend: Backend, label: string): Promise<TestStore> {
+  const opened: Cronledger[] = [];
+  if (backend === "postgres") {
+    const database = await createTestDatabase(label);
+    return {
+      backend,
+      async open(options = {}) {
+        const ledger = createCronledger({ logger: silentLogger, ...options, database: { url: database.url, poolSize: 4 } });
+        opened.push(ledger);
+        await ledger.migrate();
+        return ledger;
+      },
+      async dispose() {
+        await Promise.all(opened.map((ledger) => ledger.close()));
+        await database.drop();
+      },
+    };
+  }
+  // PGlite is one in-process database: later ledgers reuse the first one's connection.
+  let first: Cronledger | undefined;
+  return {
+    backend,
+    async open(options = {}) {
+      const ledger = createCronledger({ logger: silentLogger, ...options, database: first?.database ?? "memory://" });
+      if (!first) {
+        first = ledger;
+        await ledger.migrate();
+      }
+      opened.push(ledger);
+      return ledger;
+    },
+    async dispose() {
+      await first?.close();
+    },
+  };
+}
+
+export async function rows<T>(ledger: Cronledger, statement: ReturnType<typeof sql>): Promise<T[]> {
+  return query<T>(ledger.database.db, statement);
+}
+
+export async function jobCount(ledger: Cronledger, jobName?: string): Promise<number> {
+  const [row] = await rows<{ n: number }>(
+    ledger,
+    jobName === undefined
+      ? sql`select count(*)::int as n from cronledger.jobs`
+      : sql`select count(*)::int as n from cronledger.jobs where job_name = ${jobName}`,
+  );
+  return row?.n ?? 0;
+}

@@ -1,0 +1,86 @@
+import { spawn } from "node:child_process";
+import { sql } from "drizzle-orm";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createCronledger, type Cronledger } from "../src/cronledger.js";
+import { query } from "../src/db/connection.js";
+import { silentLogger } from "../src/log.js";
+import { createTestDatabase } from "./support/database.js";
+import { concurrencyJob, minuteEntries, SLOT_MS, START } from "./fixtures/tick-schedule.js";
+
+const ENTRIES = 50;
+const SLOTS = 200;
+const FIXTURE = new URL("./fixtures/tick-process.ts", import.meta.url).pathname;
+
+function runProcess(args: string[], env: Record<string, string>): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ["--import", "tsx", FIXTURE, ...args], {
+      env: { ...process.env, ...env },
+      stdio: ["ignore", "ignore", "pipe"],
+    });
+    let stderr = "";
+    child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+    child.on("exit", (code) => (code === 0 ? resolve() : reject(new Error(`tick process exited ${code}: ${stderr}`))));
+  });
+}
+
+async function assertOneJobPerEntryAndSlot(ledger: Cronledger): Promise<void> {
+  const [totals] = await query<{ jobs: number; distinct_slots: number; min_ms: number; max_ms: number }>(
+    ledger.database.db,
+    sql`select count(*)::int as jobs, count(distinct (schedule_key, scheduled_for))::int as distinct_slots,
+               (extract(epoch from min(scheduled_for)) * 1000)::float8 as min_ms, (extract(epoch from max(scheduled_for)) * 1000)::float8 as max_ms
+        from cronledger.jobs where job_name = ${concurrencyJob.name}`,
+  );
+  expect(totals).toEqual({
+    jobs: ENTRIES * SLOTS,
+    distinct_slots: ENTRIES * SLOTS,
+    min_ms: START + SLOT_MS,
+    max_ms: START + SLOTS * SLOT_MS,
+  });
+}
+
+describe("exactly once per slot under concurrency", () => {
+  let database: Awaited<ReturnType<typeof createTestDatabase>>;
+  beforeAll(async () => {
+    database = await createTestDatabase(import.meta.url);
+  });
+  afterAll(async () => {
+    await database.drop();
+  });
+
+  it("8 concurrent connections ticking the same instants enqueue one job per (entry, slot)", async () => {
+    const ledgers = Array.from({ length: 8 }, () =>
+      createCronledger({ database: { url: database.url, poolSize: 2 }, jobs: [concurrencyJob], schedule: minuteEntries(ENTRIES), logger: silentLogger }),
+    );
+    try {
+      await Promise.all(ledgers.map((ledger) => ledger.migrate()));
+      let lostRaces = 0;
+      for (let slot = 0; slot <= SLOTS; slot += 1) {
+        const now = new Date(START + slot * SLOT_MS + 500);
+        const reports = await Promise.all(ledgers.map((ledger) => ledger.tick({ now })));
+        lostRaces += reports.reduce((sum, report) => sum + report.lostRace.length, 0);
+        expect(reports.reduce((sum, report) => sum + report.enqueued.length, 0)).toBe(slot === 0 ? 0 : ENTRIES);
+      }
+      // The passes really raced: some replicas read the same ledger value and lost the claim.
+      expect(lostRaces).toBeGreaterThan(0);
+      await assertOneJobPerEntryAndSlot(ledgers[0]!);
+      await query(ledgers[0]!.database.db, sql`truncate cronledger.jobs, cronledger.schedule_state`);
+    } finally {
+      await Promise.all(ledgers.map((ledger) => ledger.close()));
+    }
+  });
+
+  it("4 separate OS processes ticking concurrently enqueue one job per (entry, slot)", async () => {
+    const ledger = createCronledger({ database: { url: database.url, poolSize: 2 }, jobs: [concurrencyJob], schedule: [], logger: silentLogger });
+    try {
+      await ledger.migrate();
+      await query(ledger.database.db, sql`truncate cronledger.jobs, cronledger.schedule_state`);
+      await query(ledger.database.db, sql`create table if not exists tick_progress (worker int primary key, slot int not null)`);
+      await query(ledger.database.db, sql`insert into tick_progress select g, -1 from generate_series(0, 3) g`);
+      const env = { DATABASE_URL: database.url, ENTRIES: String(ENTRIES), SLOTS: String(SLOTS) };
+      await Promise.all([0, 1, 2, 3].map((worker) => runProcess(["lockstep"], { ...env, WORKER: String(worker) })));
+      await assertOneJobPerEntryAndSlot(ledger);
+    } finally {
+      await ledger.close();
+    }
+  });
+});

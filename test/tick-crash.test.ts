@@ -1,0 +1,116 @@
+import { spawn } from "node:child_process";
+import { sql } from "drizzle-orm";
+import postgres from "postgres";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createCronledger, type Cronledger } from "../src/cronledger.js";
+import { query } from "../src/db/connection.js";
+import { silentLogger } from "../src/log.js";
+import { createTestDatabase } from "./support/database.js";
+import { concurrencyJob, minuteEntries, SLOT_MS, START } from "./fixtures/tick-schedule.js";
+
+const FIXTURE = new URL("./fixtures/tick-process.ts", import.meta.url).pathname;
+const ENTRIES = 3;
+
+/**
+ * A tick whose connection dies between the claim and the commit. The test
+ * holds an exclusive lock on the jobs table, so the pass claims its slots
+ * and then blocks on the job insert; that is where its connection is cut.
+ */
+describe("a tick that dies between claim and commit", () => {
+  let database: Awaited<ReturnType<typeof createTestDatabase>>;
+  let ledger: Cronledger;
+  let locker: postgres.Sql;
+
+  beforeAll(async () => {
+    database = await createTestDatabase(import.meta.url);
+    ledger = createCronledger({ database: { url: database.url, poolSize: 2 }, jobs: [concurrencyJob], schedule: minuteEntries(ENTRIES), logger: silentLogger });
+    await ledger.migrate();
+    locker = postgres(database.url, { max: 1, onnotice: () => {} });
+  });
+  afterAll(async () => {
+    await locker.end({ timeout: 1 });
+    await ledger.close();
+    await database.drop();
+  });
+
+  async function ledgerValues(): Promise<number[]> {
+    const rows = await query<{ ms: number }>(
+      ledger.database.db,
+      sql`select (extract(epoch from last_enqueued_slot) * 1000)::float8 as ms from cronledger.schedule_state order by key`,
+    );
+    return rows.map((row) => row.ms);
+  }
+
+  async function blockedInsertPid(): Promise<number> {
+    for (let attempt = 0; attempt < 500; attempt += 1) {
+      const [row] = await locker<{ pid: number }[]>`
+        select pid from pg_stat_activity
+        where datname = current_database() and wait_event_type = 'Lock' and query ilike '%insert into cronledger.jobs%'`;
+      if (row) return row.pid;
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    throw new Error("no tick blocked on the job insert");
+  }
+
+  async function waitGone(pid: number): Promise<void> {
+    for (let attempt = 0; attempt < 500; attempt += 1) {
+      const rows = await query(ledger.database.db, sql`select 1 from pg_stat_activity where pid = ${pid}`);
+      if (rows.length === 0) return;
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    throw new Error(`backend ${pid} did not go away`);
+  }
+
+  it("leaves neither a ledger advance nor a job when the process is SIGKILLed, and the slot fires on the next pass", async () => {
+    const t0 = START;
+    await ledger.tick({ now: new Date(t0) });
+    const before = await ledgerValues();
+    expect(before).toEqual([t0, t0, t0]);
+
+    await locker.begin(async (lockTx) => {
+      await lockTx`lock table cronledger.jobs in access exclusive mode`;
+      const child = spawn(process.execPath, ["--import", "tsx", FIXTURE, "once"], {
+        env: { ...process.env, DATABASE_URL: database.url, ENTRIES: String(ENTRIES), NOW_MS: String(t0 + SLOT_MS + 100) },
+        stdio: ["ignore", "pipe", "pipe"],
+      });
+      const exited = new Promise<NodeJS.Signals | null>((resolve) => child.on("exit", (_code, signal) => resolve(signal)));
+      const pid = await blockedInsertPid();
+      child.kill("SIGKILL");
+      expect(await exited).toBe("SIGKILL");
+      // Release the lock inside the doomed backend's wait: it finds its client gone and rolls back.
+      await lockTx`select 1`;
+      return pid;
+    }).then(waitGone);
+
+    expect(await ledgerValues()).toEqual(before);
+    expect(await query(ledger.database.db, sql`select 1 from cronledger.jobs`)).toHaveLength(0);
+
+    const next = await ledger.tick({ now: new Date(t0 + SLOT_MS + 200) });
+    expect(next.enqueued).toHaveLength(ENTRIES);
+    expect(next.enqueued.every((outcome) => outcome.slot.getTime() === t0 + SLOT_MS)).toBe(true);
+  });
+
+  it("rolls back a pass whose backend is terminated and fires the slot once on the retry", async () => {
+    const t1 = START + 10 * SLOT_MS;
+    await ledger.tick({ now: new Date(t1 - SLOT_MS + 1) });
+    const jobsBefore = await query<{ n: number }>(ledger.database.db, sql`select count(*)::int as n from cronledger.jobs`);
+
+    let observed: number[] = [];
+    const report = await locker.begin(async (lockTx) => {
+      await lockTx`lock table cronledger.jobs in access exclusive mode`;
+      const pass = ledger.tick({ now: new Date(t1 + 100) });
+      const pid = await blockedInsertPid();
+      await lockTx`select pg_terminate_backend(${pid})`;
+      observed = await ledgerValues();
+      // The retry blocks on the same lock until this transaction ends.
+      return { pass };
+    });
+    const result = await report.pass;
+    expect(observed).toEqual([t1 - SLOT_MS, t1 - SLOT_MS, t1 - SLOT_MS]);
+    expect(result.attempts).toBeGreaterThan(1);
+    expect(result.enqueued).toHaveLength(ENTRIES);
+    const [after] = await query<{ n: number }>(ledger.database.db, sql`select count(*)::int as n from cronledger.jobs`);
+    expect(after!.n - jobsBefore[0]!.n).toBe(ENTRIES);
+    expect(await ledgerValues()).toEqual([t1, t1, t1]);
+  });
+});
