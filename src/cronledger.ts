@@ -1,5 +1,10 @@
 import { sql } from "drizzle-orm";
+import type { Registry } from "prom-client";
 import type { z } from "zod";
+import { EntryProblemTracker } from "./admin/entry-problems.js";
+import { listFailures, type FailureFilter, type FailurePage } from "./admin/failures.js";
+import { createMetrics, type CronledgerMetrics } from "./admin/metrics.js";
+import { retryFailedJob, type RetriedJob } from "./admin/retry-job.js";
 import { openDatabase, query, type Database, type DatabaseSetting } from "./db/connection.js";
 import { migrateDatabase } from "./db/migrate.js";
 import { ConfigError } from "./errors.js";
@@ -26,6 +31,8 @@ export interface CronledgerOptions {
   readonly logger?: Logger;
   /** Listeners for ticks and job attempts (metrics, logs, the demo's event lines). */
   readonly hooks?: CronledgerHooks | readonly CronledgerHooks[];
+  /** Prometheus metrics, on by default in a Registry of their own (`ledger.metrics.registry`); pass yours to share it, or false to turn them off. */
+  readonly metrics?: { readonly registry?: Registry } | false;
 }
 
 export interface EntryStatus {
@@ -54,6 +61,10 @@ export class Cronledger {
   readonly jobs: ReadonlyMap<string, JobDefinition>;
   readonly entries: readonly ResolvedEntry[];
   readonly warnings: readonly ScheduleProblem[];
+  /** Null when created with `metrics: false`. */
+  readonly metrics: CronledgerMetrics | null;
+  /** Entries that recent ticks quarantined or repaired: the admin status lists them as broken. */
+  readonly entryProblems = new EntryProblemTracker();
   private readonly memo: FireMemo = new Map();
   private readonly deferred = new Map<string, number>();
   private readonly ownsDatabase: boolean;
@@ -78,7 +89,9 @@ export class Cronledger {
     this.entries = loaded.entries;
     this.warnings = loaded.warnings;
     for (const warning of loaded.warnings) this.logger.warn(warning.message, { code: warning.code });
-    const hooks = options.hooks === undefined ? [] : Array.isArray(options.hooks) ? options.hooks : [options.hooks as CronledgerHooks];
+    const userHooks = options.hooks === undefined ? [] : Array.isArray(options.hooks) ? options.hooks : [options.hooks as CronledgerHooks];
+    this.metrics = options.metrics === false ? null : createMetrics({ jobNames: registry.keys(), ...(options.metrics?.registry ? { registry: options.metrics.registry } : {}) });
+    const hooks = [...userHooks, this.entryProblems.hooks, ...(this.metrics ? [this.metrics.hooks] : [])];
     this.events = combineHooks(hooks, (error) => this.logger.error("a cronledger hook threw", { error: String(error) }));
     const setting = options.database;
     this.ownsDatabase = !isDatabase(setting);
@@ -158,6 +171,16 @@ export class Cronledger {
         };
       }),
     };
+  }
+
+  /** Terminal failures (the failure tickets), newest first, without payloads and with errors redacted. */
+  async failures(filter: FailureFilter = {}): Promise<FailurePage> {
+    return listFailures(this.database, filter);
+  }
+
+  /** Re-enqueues failed job `id` as a new queued job; retrying the same failure twice returns the first retry. */
+  async retryJob(id: number): Promise<RetriedJob> {
+    return retryFailedJob(this.database, this.jobs, id);
   }
 
   async close(): Promise<void> {

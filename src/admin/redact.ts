@@ -1,36 +1,194 @@
 /** Everything stored or shown about an error is at most this long. */
 export const MAX_REDACTED_LENGTH = 2_000;
 
-const SECRET_NAMES = "authorization|proxy-authorization|x-api-key|api[-_]?key|apikey|password|passwd|secret|client[-_]?secret|token|access[-_]?token|refresh[-_]?token|cookie|set-cookie|session|prompt|payload|body";
+/** What replaces a secret value; redacting already-redacted text leaves it unchanged. */
+export const REDACTED = "[redacted]";
 
-// `Name: value` / `name=value` / `"name": "value"` pairs whose name looks secret: the value goes.
-const NAMED_VALUE = new RegExp(
-  `(["']?\\b(?:${SECRET_NAMES})\\b["']?\\s*[:=]\\s*)("(?:[^"\\\\]|\\\\.)*"|'[^']*'|\\{[^}]*\\}|\\[[^\\]]*\\]|[^\\s,;&]+(?:[ \\t]+[^\\s,;&]+)?)`,
-  "gi",
+const TRUNCATION_MARK = "… [truncated]";
+
+// Redaction scans at most this much: a multi-megabyte error must not stall the worker that stores it.
+const MAX_SCANNED_LENGTH = MAX_REDACTED_LENGTH * 8;
+
+/**
+ * A `name: value`, `name=value`, `"name": value` or `name {...}` pair. The
+ * name is bounded and must start a word, so scanning stays linear; whether it
+ * names a secret is decided by SECRET_NAME afterwards.
+ */
+const NAMED_PAIR = /(?<![\w.-])(\\?["']?)([A-Za-z_][\w.-]{0,79})\1(?:\s*([:=])\s*|\s+(?=[{[]))/g;
+
+// Matched against the whole name, lowercased: `db_password`, `X-Api-Key`, `githubToken`, `Set-Cookie`, `request.body`...
+const SECRET_NAME = new RegExp(
+  [
+    "passw(?:or)?d",
+    "pwd",
+    "secret",
+    "token",
+    "api[-_.]?key",
+    "access[-_.]?key",
+    "private[-_.]?key",
+    "authori[sz]ation",
+    "(?:^|[-_.])auth$",
+    "cookie",
+    "session",
+    "credential",
+    "signature",
+    "jwt",
+    "csrf",
+    "prompt",
+    "payload",
+    "(?:^|[-_.])body$",
+    "^key$",
+  ].join("|"),
 );
-const BEARER = /\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]+/gi;
+
+// Header-shaped values run to the end of the line: `Cookie: a=1; b=2`, `Authorization: Digest user="x", nonce="y"`.
+const WHOLE_LINE_NAME = /^(?:proxy-)?authori[sz]ation$|^(?:set-)?cookie$/;
+
+const BEARER = /\b(bearer)\s+(?!\[redacted\])[A-Za-z0-9._~+/=-]+/gi;
+// Only base64 that looks like credentials: "Basic authentication failed" keeps its words.
+const BASIC = /\b(basic)\s+([A-Za-z0-9+/]{8,}={0,2})(?![\w+/=])/gi;
 const URL_CREDENTIALS = /(\b[a-z][a-z0-9+.-]*:\/\/)[^\s/@:]+:[^\s/@]+@/gi;
+const PRIVATE_KEY_BLOCK = /-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)/g;
+const JWT = /\beyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*/g;
+// Well-known credential prefixes (OpenAI/Anthropic/Stripe, GitHub, Slack, AWS access keys, Google API keys).
+const KNOWN_KEY_SHAPES = /\b(?:(?:sk|pk|rk)[-_][A-Za-z0-9_-]{16,}|gh[pousr]_[A-Za-z0-9]{20,}|xox[abprs]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}|AIza[0-9A-Za-z_-]{35})\b/g;
+
+/** End (exclusive) of a quoted string starting at `start`, honouring backslash escapes; the text's end when unterminated. */
+function quotedEnd(text: string, start: number, quote: string): number {
+  for (let i = start + 1; i < text.length; i += 1) {
+    const char = text[i];
+    if (char === "\\") i += 1;
+    else if (char === quote) return i + 1;
+  }
+  return text.length;
+}
+
+/** End (exclusive) of a JSON-escaped string (`\"...\"`) starting at `start`. */
+function escapedQuotedEnd(text: string, start: number): number {
+  const close = text.indexOf('\\"', start + 2);
+  return close === -1 ? text.length : close + 2;
+}
+
+/** End (exclusive) of a bracketed value, nesting and quoted strings included; the text's end when unbalanced. */
+function bracketedEnd(text: string, start: number): number {
+  let depth = 0;
+  for (let i = start; i < text.length; i += 1) {
+    const char = text[i];
+    if (char === '"' || char === "'") {
+      i = quotedEnd(text, i, char) - 1;
+    } else if (char === "{" || char === "[") {
+      depth += 1;
+    } else if (char === "}" || char === "]") {
+      depth -= 1;
+      if (depth === 0) return i + 1;
+    }
+  }
+  return text.length;
+}
+
+function bareEnd(text: string, start: number, wholeLine: boolean): number {
+  if (wholeLine) {
+    const newline = text.slice(start).search(/[\r\n]/);
+    return newline === -1 ? text.length : start + newline;
+  }
+  const word = /[^\s,;&"'}\]]*/y;
+  word.lastIndex = start;
+  word.exec(text);
+  return word.lastIndex;
+}
+
+/** Replaces the value of every secret-named pair, keeping its name and quotes so the text stays readable. */
+function redactNamedValues(text: string): string {
+  let output = "";
+  let copied = 0;
+  NAMED_PAIR.lastIndex = 0;
+  for (let match = NAMED_PAIR.exec(text); match !== null; match = NAMED_PAIR.exec(text)) {
+    const name = (match[2] ?? "").toLowerCase();
+    if (!SECRET_NAME.test(name)) continue;
+    const valueStart = match.index + match[0].length;
+    const first = text[valueStart];
+    let replacement: string;
+    let valueEnd: number;
+    if (first === "\\" && text[valueStart + 1] === '"') {
+      valueEnd = escapedQuotedEnd(text, valueStart);
+      replacement = `\\"${REDACTED}\\"`;
+    } else if (first === '"' || first === "'") {
+      valueEnd = quotedEnd(text, valueStart, first);
+      replacement = `${first}${REDACTED}${first}`;
+    } else if (first === "{" || first === "[") {
+      valueEnd = bracketedEnd(text, valueStart);
+      replacement = REDACTED;
+    } else {
+      valueEnd = bareEnd(text, valueStart, match[3] === ":" && WHOLE_LINE_NAME.test(name));
+      replacement = REDACTED;
+    }
+    if (valueEnd === valueStart) continue;
+    output += text.slice(copied, valueStart) + replacement;
+    copied = valueEnd;
+    NAMED_PAIR.lastIndex = valueEnd;
+  }
+  return output + text.slice(copied);
+}
+
+function bound(text: string): string {
+  if (text.length <= MAX_REDACTED_LENGTH) return text;
+  return `${text.slice(0, MAX_REDACTED_LENGTH - TRUNCATION_MARK.length)}${TRUNCATION_MARK}`;
+}
 
 /**
  * The one redaction used wherever an error is stored, logged or shown:
- * secret-shaped values (authorization headers, api keys, passwords,
- * tokens, cookies, prompts, payload bodies, bearer strings, URL
- * credentials) are replaced and the text is bounded.
+ * values of secret-named fields (authorization, cookies, api keys,
+ * passwords, secrets, tokens, sessions, prompts, payload and body dumps,
+ * in header, query-string, JSON and escaped-JSON form), bearer and basic
+ * credentials, URL credentials, JWTs, private keys and well-known key
+ * shapes are replaced, and the result is bounded to MAX_REDACTED_LENGTH.
+ * Idempotent: redacting its own output changes nothing.
  */
 export function redact(text: string): string {
-  const cleaned = text
-    .replace(URL_CREDENTIALS, "$1[redacted]@")
-    .replace(BEARER, "$1 [redacted]")
-    .replace(NAMED_VALUE, "$1[redacted]");
-  if (cleaned.length <= MAX_REDACTED_LENGTH) return cleaned;
-  return `${cleaned.slice(0, MAX_REDACTED_LENGTH - 14)}… [truncated]`;
+  // Text cut here that leaves a value's brackets or quotes open is redacted to its end, never leaked.
+  const scanned = text.length > MAX_SCANNED_LENGTH ? text.slice(0, MAX_SCANNED_LENGTH) : text;
+  const cleaned = redactNamedValues(
+    scanned
+      .replace(PRIVATE_KEY_BLOCK, REDACTED)
+      .replace(URL_CREDENTIALS, `$1${REDACTED}@`)
+      .replace(BEARER, `$1 ${REDACTED}`)
+      .replace(BASIC, (whole: string, scheme: string, value: string) => (/[0-9+/=]/.test(value) ? `${scheme} ${REDACTED}` : whole)),
+  )
+    .replace(JWT, REDACTED)
+    .replace(KNOWN_KEY_SHAPES, REDACTED);
+  return bound(cleaned);
 }
 
-/** An error as stored in `last_error`: its class and message, redacted and bounded. */
-export function redactError(error: unknown): string {
+const MAX_CAUSE_DEPTH = 3;
+
+function describe(error: unknown): string {
   if (error instanceof Error) {
     const code = (error as { code?: unknown }).code;
-    return redact(`${error.name}${typeof code === "string" ? ` [${code}]` : ""}: ${error.message}`);
+    const label = `${error.name}${typeof code === "string" ? ` [${code}]` : ""}`;
+    // Some messages already start with the class name; saying it twice helps nobody.
+    return error.message.startsWith(`${error.name}:`) ? `${label}${error.message.slice(error.name.length)}` : `${label}: ${error.message}`;
   }
-  return redact(String(error));
+  if (typeof error === "object" && error !== null) {
+    try {
+      return JSON.stringify(error) ?? String(error);
+    } catch {
+      return String(error);
+    }
+  }
+  return String(error);
+}
+
+/**
+ * An error as stored in `last_error` and logged: its class, code and
+ * message, then the messages of up to three causes (where "fetch failed"
+ * usually hides the reason), redacted and bounded.
+ */
+export function redactError(error: unknown): string {
+  const parts = [describe(error)];
+  let cause = error instanceof Error ? error.cause : undefined;
+  for (let depth = 0; cause !== undefined && cause !== null && depth < MAX_CAUSE_DEPTH; depth += 1) {
+    parts.push(`caused by ${describe(cause)}`);
+    cause = cause instanceof Error ? cause.cause : undefined;
+  }
+  return redact(parts.join("\n"));
 }

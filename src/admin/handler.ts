@@ -1,0 +1,190 @@
+import { createHash, timingSafeEqual } from "node:crypto";
+import { ConfigError } from "../errors.js";
+import type { FailureFilter, FailureTicket } from "./failures.js";
+import { InvalidFailureFilterError, summarizeIdempotencyKey } from "./failures.js";
+import { renderSchedulePage } from "./page.js";
+import { redactError } from "./redact.js";
+import { JobNotFailedError, JobNotFoundError } from "./retry-job.js";
+import { adminStatus, type AdminLedger } from "./status.js";
+
+export type AdminHandler = (request: Request) => Promise<Response>;
+
+export interface AdminHandlerOptions {
+  /** Bearer token every request must present (at least 16 characters). */
+  readonly token?: string;
+  /**
+   * Serve without a token. Only for a server bound to 127.0.0.1 / ::1:
+   * requests must then name a loopback Host, which also defeats DNS rebinding.
+   */
+  readonly allowUnauthenticatedLocalhost?: boolean;
+  /** How many recent failures the Schedule page shows; default 20. */
+  readonly pageFailures?: number;
+}
+
+export const MIN_TOKEN_LENGTH = 16;
+const REALM = `realm="cronledger admin"`;
+const LOOPBACK_HOSTS = new Set(["localhost", "127.0.0.1", "[::1]", "::1"]);
+const GET_ROUTES = new Set(["/admin/scheduler", "/admin/scheduler/", "/admin/scheduler/status", "/admin/scheduler/failures", "/metrics"]);
+const RETRY_PATH = /^\/admin\/scheduler\/jobs\/([^/]+)\/retry$/;
+
+const digest = (value: string) => createHash("sha256").update(value, "utf8").digest();
+
+const BASE_HEADERS = { "cache-control": "no-store", "x-content-type-options": "nosniff", "referrer-policy": "no-referrer" };
+// The page has no scripts at all; its one form posts back to this origin.
+const PAGE_CSP = "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+
+function json(status: number, body: unknown, headers: Record<string, string> = {}): Response {
+  return new Response(`${JSON.stringify(body, null, 2)}\n`, {
+    status,
+    headers: { ...BASE_HEADERS, "content-type": "application/json; charset=utf-8", ...headers },
+  });
+}
+
+const problem = (status: number, code: string, message: string, headers?: Record<string, string>) => json(status, { error: code, message }, headers);
+
+/** The credential a request presents: a bearer token, or the password of HTTP Basic (so a browser can open the page). */
+function presentedToken(request: Request): string | null {
+  const header = request.headers.get("authorization");
+  if (header === null) return null;
+  const space = header.indexOf(" ");
+  if (space === -1) return null;
+  const scheme = header.slice(0, space).toLowerCase();
+  const value = header.slice(space + 1).trim();
+  if (scheme === "bearer") return value;
+  if (scheme !== "basic") return null;
+  const decoded = Buffer.from(value, "base64").toString("utf8");
+  const colon = decoded.indexOf(":");
+  return colon === -1 ? null : decoded.slice(colon + 1);
+}
+
+function hostOf(value: string | null): string | null {
+  if (value === null) return null;
+  try {
+    return new URL(value.includes("://") ? value : `http://${value}`).hostname.toLowerCase();
+  } catch {
+    return null;
+  }
+}
+
+function failureView(failure: FailureTicket) {
+  return {
+    id: failure.id,
+    job_type: failure.jobType,
+    queue: failure.queue,
+    attempts: failure.attempts,
+    max_attempts: failure.maxAttempts,
+    last_error: failure.lastError,
+    failed_at: failure.failedAt.toISOString(),
+    scheduled_for: failure.scheduledFor?.toISOString() ?? null,
+    schedule_key: failure.scheduleKey,
+    idempotency: failure.idempotency,
+  };
+}
+
+function failureFilter(params: URLSearchParams): FailureFilter {
+  const limit = params.get("limit");
+  const jobType = params.get("job_type");
+  const before = params.get("before");
+  if (limit !== null && !/^\d{1,6}$/.test(limit)) throw new InvalidFailureFilterError("limit must be a positive integer.");
+  return {
+    ...(jobType !== null && jobType !== "" ? { jobType } : {}),
+    ...(limit !== null ? { limit: Number(limit) } : {}),
+    ...(before !== null && before !== "" ? { before } : {}),
+  };
+}
+
+/**
+ * The admin API and Schedule page as a web-standard handler: mount it in
+ * any framework that speaks Request/Response, or serve it with
+ * startAdminServer. Every route needs the token; a request without it gets
+ * 401 and nothing else.
+ */
+export function createAdminHandler(ledger: AdminLedger, options: AdminHandlerOptions = {}): AdminHandler {
+  const token = options.token === "" ? undefined : options.token;
+  if (token === undefined && options.allowUnauthenticatedLocalhost !== true) {
+    throw new ConfigError(
+      "The admin handler needs a token: pass { token } (send it as `Authorization: Bearer <token>`), " +
+        "or { allowUnauthenticatedLocalhost: true } if and only if it is served on 127.0.0.1 alone.",
+    );
+  }
+  if (token !== undefined && token.length < MIN_TOKEN_LENGTH) {
+    throw new ConfigError(`The admin token must be at least ${MIN_TOKEN_LENGTH} characters; generate one with \`openssl rand -hex 32\`.`);
+  }
+  const expected = token === undefined ? null : digest(token);
+  const pageFailures = options.pageFailures ?? 20;
+
+  const authorized = (request: Request): boolean => {
+    if (expected === null) return LOOPBACK_HOSTS.has(hostOf(request.headers.get("host") ?? request.url) ?? "");
+    const presented = presentedToken(request);
+    // Comparing equal-length digests keeps the time independent of where, and whether, the strings differ.
+    return timingSafeEqual(digest(presented ?? ""), expected) && presented !== null;
+  };
+
+  // A browser that holds the credentials (Basic) or reaches a loopback server can be made to post from another site.
+  const crossSite = (request: Request): boolean => {
+    if (request.headers.get("sec-fetch-site") === "cross-site") return true;
+    const origin = request.headers.get("origin");
+    return origin !== null && origin !== "null" && hostOf(origin) !== hostOf(request.headers.get("host") ?? request.url);
+  };
+
+  const route = async (request: Request, path: string, params: URLSearchParams): Promise<Response> => {
+    const method = request.method === "HEAD" ? "GET" : request.method;
+    if (GET_ROUTES.has(path) && method !== "GET") return problem(405, "method_not_allowed", "Use GET.", { allow: "GET, HEAD" });
+    if (path === "/admin/scheduler/status") return json(200, await adminStatus(ledger));
+    if (path === "/admin/scheduler/failures") {
+      const page = await ledger.failures(failureFilter(params));
+      return json(200, { failures: page.failures.map(failureView), next_before: page.nextBefore });
+    }
+    if (path === "/admin/scheduler" || path === "/admin/scheduler/") {
+      // The page's relative links and form assume no trailing slash.
+      if (path.endsWith("/")) return new Response(null, { status: 308, headers: { ...BASE_HEADERS, location: "../scheduler" } });
+      const [status, failures] = await Promise.all([adminStatus(ledger), ledger.failures({ limit: pageFailures })]);
+      return new Response(renderSchedulePage(status, failures.failures), {
+        status: 200,
+        headers: { ...BASE_HEADERS, "content-type": "text/html; charset=utf-8", "content-security-policy": PAGE_CSP, "x-frame-options": "DENY" },
+      });
+    }
+    if (path === "/metrics") {
+      if (ledger.metrics === null) return problem(404, "metrics_disabled", "This ledger was created with metrics: false.");
+      const registry = ledger.metrics.registry;
+      return new Response(await registry.metrics(), { status: 200, headers: { ...BASE_HEADERS, "content-type": registry.contentType } });
+    }
+    const retry = RETRY_PATH.exec(path);
+    if (retry) {
+      if (method !== "POST") return problem(405, "method_not_allowed", "Use POST.", { allow: "POST" });
+      if (crossSite(request)) return problem(403, "cross_site", "Cross-site requests cannot retry jobs.");
+      const id = retry[1] ?? "";
+      if (!/^\d{1,15}$/.test(id)) return problem(400, "invalid_job_id", "The job id must be a positive integer.");
+      const retried = await ledger.retryJob(Number(id));
+      // A form on the Schedule page posted this: send the browser back to it.
+      if ((request.headers.get("accept") ?? "").includes("text/html")) {
+        return new Response(null, { status: 303, headers: { ...BASE_HEADERS, location: "../../../scheduler#failures" } });
+      }
+      return json(retried.created ? 201 : 200, {
+        id: retried.id,
+        job_type: retried.jobName,
+        retry_of: retried.retryOf,
+        idempotency: summarizeIdempotencyKey(retried.idempotencyKey),
+        created: retried.created,
+      });
+    }
+    return problem(404, "not_found", "No such admin route.");
+  };
+
+  return async (request) => {
+    const url = new URL(request.url);
+    if (!authorized(request)) {
+      const challenge = url.pathname.startsWith("/admin/scheduler") && !url.pathname.startsWith("/admin/scheduler/") ? `Basic ${REALM}, charset="UTF-8"` : `Bearer ${REALM}`;
+      return problem(401, "unauthorized", "Send the admin token as `Authorization: Bearer <token>`.", { "www-authenticate": challenge });
+    }
+    try {
+      return await route(request, url.pathname, url.searchParams);
+    } catch (error) {
+      if (error instanceof InvalidFailureFilterError) return problem(400, error.code, error.message);
+      if (error instanceof JobNotFoundError) return problem(404, error.code, error.message);
+      if (error instanceof JobNotFailedError) return problem(409, error.code, error.message);
+      ledger.logger.error("admin request failed", { method: request.method, path: url.pathname, error: redactError(error) });
+      return problem(500, "internal_error", "The request failed; the server log has the details.");
+    }
+  };
+}

@@ -1,0 +1,147 @@
+import { Counter, Gauge, Histogram, Registry } from "prom-client";
+import { ConfigError } from "../errors.js";
+import type { AttemptStatus, CronledgerHooks, SlotOutcomeLabel } from "../events.js";
+
+/** The `job_type` of jobs this process has no definition for: one value, so label cardinality stays bounded. */
+export const OTHER_JOB_TYPE = "_other";
+
+export const JOB_STATUS_LABELS = ["started", "done", "retry", "skip", "panicked", "noop"] as const;
+export type JobStatusLabel = (typeof JOB_STATUS_LABELS)[number];
+export const SLOT_OUTCOME_LABELS = ["enqueued", "lost_race", "skipped_stale", "quarantined", "repaired"] as const satisfies readonly SlotOutcomeLabel[];
+export const PRUNED_TABLES = ["schedule_state", "jobs"] as const;
+
+const JOB_DURATION_BUCKETS = [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 15, 60, 300, 900, 3600];
+const TICK_DURATION_BUCKETS = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+
+export interface MetricsOptions {
+  /** Where the metrics are registered; default a fresh Registry of their own. Pass prom-client's `register` to serve them with your app's metrics. */
+  readonly registry?: Registry;
+  /** The registered job names: the only values `job_type` takes besides OTHER_JOB_TYPE. */
+  readonly jobNames: Iterable<string>;
+}
+
+export interface CronledgerMetrics {
+  readonly registry: Registry;
+  /** Listeners to pass in `createCronledger({ hooks })`; Cronledger installs them itself unless `metrics: false`. */
+  readonly hooks: CronledgerHooks;
+  /** The `job_type` label value for a job name. */
+  jobType(jobName: string): string;
+}
+
+type MetricClass<M> = new (...args: never[]) => M;
+
+/** Returns the metric already in the registry (a second ledger in the same process), else registers a new one. */
+function shared<M>(registry: Registry, name: string, kind: MetricClass<M>, create: () => M): M {
+  const existing: unknown = registry.getSingleMetric(name);
+  if (existing === undefined) return create();
+  if (existing instanceof kind) return existing;
+  throw new ConfigError(`The metrics registry already holds a metric named ${name} of another type; pass cronledger a registry without it.`);
+}
+
+/**
+ * The Prometheus metrics of DESIGN 8, fed by cronledger's events. Every
+ * label value is known up front and pre-initialised to 0, so `rate()` and
+ * `increase()` see a series from the first scrape and alerts can fire on
+ * the first increment.
+ */
+export function createMetrics(options: MetricsOptions): CronledgerMetrics {
+  const registry = options.registry ?? new Registry();
+  const registers = [registry];
+  const jobNames = new Set(options.jobNames);
+  const jobType = (jobName: string) => (jobNames.has(jobName) ? jobName : OTHER_JOB_TYPE);
+
+  const jobsTotal = shared(registry, "cronledger_jobs_total", Counter, () =>
+    new Counter({
+      name: "cronledger_jobs_total",
+      help: "Job attempts by job type and status: started, then one of done, retry, skip, noop or panicked (terminal failure).",
+      labelNames: ["job_type", "status"] as const,
+      registers,
+    }),
+  );
+  const jobDuration = shared(registry, "cronledger_job_duration_seconds", Histogram, () =>
+    new Histogram({
+      name: "cronledger_job_duration_seconds",
+      help: "Duration of job attempts in seconds, whatever their outcome.",
+      labelNames: ["job_type"] as const,
+      buckets: JOB_DURATION_BUCKETS,
+      registers,
+    }),
+  );
+  const failuresTotal = shared(registry, "cronledger_failures_total", Counter, () =>
+    new Counter({
+      name: "cronledger_failures_total",
+      help: "Job attempts that ended in an error (status retry or panicked).",
+      labelNames: ["job_type"] as const,
+      registers,
+    }),
+  );
+  const initFailure = shared(registry, "cronledger_init_failure", Gauge, () =>
+    new Gauge({
+      name: "cronledger_init_failure",
+      help: "1 while cronledger failed to initialise (database unreachable, migration failed), else 0.",
+      registers,
+    }),
+  );
+  const pruneRows = shared(registry, "cronledger_prune_rows_removed_total", Counter, () =>
+    new Counter({
+      name: "cronledger_prune_rows_removed_total",
+      help: "Rows deleted by the prune and retention chores, by table.",
+      labelNames: ["table"] as const,
+      registers,
+    }),
+  );
+  const slotsTotal = shared(registry, "cronledger_schedule_slots_total", Counter, () =>
+    new Counter({
+      name: "cronledger_schedule_slots_total",
+      help: "Schedule slots handled by this process's ticks, by outcome: enqueued, lost_race, skipped_stale, quarantined, repaired.",
+      labelNames: ["outcome"] as const,
+      registers,
+    }),
+  );
+  const tickDuration = shared(registry, "cronledger_tick_duration_seconds", Histogram, () =>
+    new Histogram({
+      name: "cronledger_tick_duration_seconds",
+      help: "Duration of scheduler passes in seconds.",
+      buckets: TICK_DURATION_BUCKETS,
+      registers,
+    }),
+  );
+
+  for (const type of [...jobNames, OTHER_JOB_TYPE]) {
+    for (const status of JOB_STATUS_LABELS) jobsTotal.inc({ job_type: type, status }, 0);
+    failuresTotal.inc({ job_type: type }, 0);
+  }
+  for (const outcome of SLOT_OUTCOME_LABELS) slotsTotal.inc({ outcome }, 0);
+  for (const table of PRUNED_TABLES) pruneRows.inc({ table }, 0);
+  initFailure.set(0);
+
+  const countSlots = (outcome: SlotOutcomeLabel, count: number) => {
+    if (count > 0) slotsTotal.inc({ outcome }, count);
+  };
+  const hooks: CronledgerHooks = {
+    tickCompleted(report, durationSeconds) {
+      tickDuration.observe(durationSeconds);
+      countSlots("enqueued", report.enqueued.length);
+      countSlots("lost_race", report.lostRace.length);
+      countSlots("skipped_stale", report.skippedStale.length);
+      countSlots("quarantined", report.quarantined.length);
+      countSlots("repaired", report.repaired.length);
+    },
+    jobStarted({ jobName }) {
+      jobsTotal.inc({ job_type: jobType(jobName), status: "started" });
+    },
+    jobFinished({ jobName, status, durationSeconds }) {
+      const type = jobType(jobName);
+      jobsTotal.inc({ job_type: type, status: status satisfies AttemptStatus satisfies JobStatusLabel });
+      jobDuration.observe({ job_type: type }, durationSeconds);
+      if (status === "retry" || status === "panicked") failuresTotal.inc({ job_type: type });
+    },
+    pruned({ table, rows }) {
+      if (rows > 0) pruneRows.inc({ table }, rows);
+    },
+    initFailure(failed) {
+      initFailure.set(failed ? 1 : 0);
+    },
+  };
+  return { registry, hooks, jobType };
+}

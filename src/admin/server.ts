@@ -1,0 +1,87 @@
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { ConfigError } from "../errors.js";
+import { createAdminHandler, type AdminHandler, type AdminHandlerOptions } from "./handler.js";
+import { redactError } from "./redact.js";
+import type { AdminLedger } from "./status.js";
+
+export interface AdminServerOptions extends AdminHandlerOptions {
+  /** 0 picks a free port (see the returned url). */
+  readonly port: number;
+  /** Interface to bind; default 127.0.0.1. Binding anything else requires a token. */
+  readonly host?: string;
+}
+
+export interface AdminServer {
+  /** Base URL, e.g. http://127.0.0.1:9464 */
+  readonly url: string;
+  close(): Promise<void>;
+}
+
+const LOOPBACK_BINDS = new Set(["127.0.0.1", "::1", "localhost"]);
+
+/** The admin API takes no request bodies, so none is read: a client cannot make the server buffer one. */
+function toRequest(message: IncomingMessage, fallbackHost: string): Request {
+  const headers = new Headers();
+  for (const [name, value] of Object.entries(message.headers)) {
+    if (value === undefined) continue;
+    for (const item of Array.isArray(value) ? value : [value]) headers.append(name, item);
+  }
+  return new Request(new URL(message.url ?? "/", `http://${message.headers.host ?? fallbackHost}`), { method: message.method ?? "GET", headers });
+}
+
+async function send(response: Response, out: ServerResponse, head: boolean): Promise<void> {
+  const headers: Record<string, string> = {};
+  response.headers.forEach((value, name) => {
+    headers[name] = value;
+  });
+  out.writeHead(response.status, headers);
+  out.end(head ? undefined : Buffer.from(await response.arrayBuffer()));
+}
+
+/** Serves createAdminHandler on node:http; what `cronledger worker --admin-port` starts. */
+export async function startAdminServer(ledger: AdminLedger, options: AdminServerOptions): Promise<AdminServer> {
+  const host = options.host ?? "127.0.0.1";
+  if (options.token === undefined && !LOOPBACK_BINDS.has(host)) {
+    throw new ConfigError(`The admin server binds ${host}, which is not loopback-only: give it a token.`);
+  }
+  const handler: AdminHandler = createAdminHandler(ledger, options);
+  const fallbackHost = `${host.includes(":") ? `[${host}]` : host}:${options.port}`;
+  const server = createServer((message, out) => {
+    let request: Request;
+    try {
+      request = toRequest(message, fallbackHost);
+    } catch {
+      out.writeHead(400, { "content-type": "text/plain" }).end("bad request\n");
+      return;
+    }
+    handler(request)
+      .then((response) => send(response, out, message.method === "HEAD"))
+      .catch((error: unknown) => {
+        ledger.logger.error("admin server could not answer a request", { error: redactError(error) });
+        if (!out.headersSent) out.writeHead(500, { "content-type": "text/plain" });
+        out.end();
+      });
+  });
+  // Slow or idle clients must not pin sockets of a process whose job is running jobs.
+  server.headersTimeout = 10_000;
+  server.requestTimeout = 30_000;
+  server.keepAliveTimeout = 5_000;
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(options.port, host, () => {
+      server.off("error", reject);
+      resolve();
+    });
+  });
+  const address = server.address() as AddressInfo;
+  const shownHost = address.family === "IPv6" ? `[${address.address}]` : address.address;
+  return {
+    url: `http://${shownHost}:${address.port}`,
+    close: () =>
+      new Promise<void>((resolve, reject) => {
+        server.close((error) => (error ? reject(error) : resolve()));
+        server.closeAllConnections();
+      }),
+  };
+}

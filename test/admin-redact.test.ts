@@ -1,0 +1,112 @@
+import { describe, expect, it } from "vitest";
+import { MAX_REDACTED_LENGTH, REDACTED, redact, redactError } from "../src/admin/redact.js";
+import { JobNotRegisteredError, NonRetryableError } from "../src/errors.js";
+
+/** Each case: input, the secret(s) that must be gone, and text that must survive. */
+const CASES: readonly { name: string; input: string; secrets: string[]; kept?: string[] }[] = [
+  { name: "authorization header", input: "request failed: Authorization: Bearer abc123\nstatus 401", secrets: ["abc123"], kept: ["status 401", "Authorization:"] },
+  { name: "authorization with another scheme", input: "Authorization: Digest username=\"bob\", response=\"6629fae4\"", secrets: ["6629fae4", "bob"] },
+  { name: "lowercase header", input: "authorization: token ghs_abcdef", secrets: ["ghs_abcdef"] },
+  { name: "proxy-authorization", input: "Proxy-Authorization: Basic dXNlcjpwYXNz", secrets: ["dXNlcjpwYXNz"] },
+  { name: "bare bearer string", input: "sent bearer eyJhbGciOi.payload.sig to upstream", secrets: ["eyJhbGciOi.payload.sig"], kept: ["to upstream"] },
+  { name: "bearer in JSON header map", input: '{"headers":{"Authorization":"Bearer abc123","accept":"json"}}', secrets: ["abc123"], kept: ['"accept":"json"'] },
+  { name: "x-api-key header", input: "X-Api-Key: k-123456789\nnext line", secrets: ["k-123456789"], kept: ["next line"] },
+  { name: "api_key query parameter", input: "GET https://api.example.com/v1?api_key=s3cr3t&page=2 failed", secrets: ["s3cr3t"], kept: ["page=2", "failed"] },
+  { name: "apikey and access_token", input: "apikey=one access_token=two refresh_token: three", secrets: ["one", "two", "three"] },
+  { name: "password in JSON", input: '{"user":"bob","password":"hunter2"}', secrets: ["hunter2"], kept: ['"user":"bob"'] },
+  { name: "password with escaped quote", input: '{"password":"hun\\"ter2"}', secrets: ["hun", "ter2"] },
+  { name: "password in escaped JSON", input: 'body was "{\\"password\\":\\"hunter2\\",\\"id\\":1}"', secrets: ["hunter2"] },
+  { name: "single-quoted secret", input: "config {'client_secret': 'xyz789'}", secrets: ["xyz789"] },
+  { name: "camelCase and prefixed names", input: "dbPassword=p1 GITHUB_TOKEN=p2 stripeSecretKey=p3 user_pwd=p4", secrets: ["p1", "p2", "p3", "p4"] },
+  { name: "cookie header keeps nothing of the line", input: "Cookie: theme=dark; sid=abc; csrftoken=xyz\nafter", secrets: ["dark", "abc", "xyz"], kept: ["after"] },
+  { name: "set-cookie", input: "Set-Cookie: session=deadbeef; Path=/; HttpOnly", secrets: ["deadbeef"] },
+  { name: "session id", input: "sessionId=4242abcd expired", secrets: ["4242abcd"], kept: ["expired"] },
+  { name: "payload dump with braces", input: 'job failed with payload {"list":"daily","password":"x","nested":{"a":{"b":"deep"}}} at step 2', secrets: ['"daily"', "deep", '"x"'], kept: ["at step 2"] },
+  { name: "payload: JSON", input: 'payload: {"email":"ann@example.com"}', secrets: ["ann@example.com"] },
+  { name: "payload= array", input: "payload=[1,2,{\"card\":\"4111\"}] rejected", secrets: ["4111"], kept: ["rejected"] },
+  { name: "unbalanced payload is redacted to the end", input: 'payload {"card":"4111", "cvv": 123', secrets: ["4111", "123"] },
+  { name: "request body", input: 'POST /charge body: {"card":"4111"} -> 500', secrets: ["4111"], kept: ["-> 500"] },
+  { name: "prompt", input: 'prompt: "tell me the launch codes"', secrets: ["launch codes"] },
+  { name: "URL credentials", input: "connect postgres://app:pa55w0rd@db.internal:5432/app failed", secrets: ["pa55w0rd"], kept: ["db.internal:5432/app"] },
+  { name: "JWT anywhere", input: "token eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.sflKxwRJSMeKKF2QT4fwpM", secrets: ["eyJzdWIiOiIxMjM0In0", "sflKxwRJSMeKKF2QT4fwpM"] },
+  { name: "known key shapes", input: "using sk-proj-abcdefghijklmnop1234 and ghp_abcdefghijklmnopqrstuvwxyz0123 and AKIAABCDEFGHIJKLMNOP", secrets: ["abcdefghijklmnop1234", "ghp_abcdefghij", "AKIAABCDEFGHIJKLMNOP"] },
+  { name: "private key block", input: "key:\n-----BEGIN RSA PRIVATE KEY-----\nMIIEow\n-----END RSA PRIVATE KEY-----\ndone", secrets: ["MIIEow"], kept: ["done"] },
+  { name: "secret with spaces around =", input: "secret = swordfish, retrying", secrets: ["swordfish"], kept: ["retrying"] },
+];
+
+describe("redact", () => {
+  it.each(CASES)("removes the secret: $name", ({ input, secrets, kept = [] }) => {
+    const output = redact(input);
+    for (const secret of secrets) expect(output, output).not.toContain(secret);
+    for (const text of kept) expect(output, output).toContain(text);
+    expect(output).toContain(REDACTED);
+  });
+
+  it("keeps ordinary error text intact", () => {
+    const plain = [
+      'Scheduler tick failed in phase "claim" for entry reports.rollup after 3 attempts: connection refused',
+      "Basic authentication failed for user report-bot",
+      "duplicate key value violates unique constraint \"jobs_pkey\"",
+      "TypeError: Cannot read properties of undefined (reading 'total')",
+      "Author: Ann; tokens were not consumed",
+    ];
+    for (const text of plain) expect(redact(text)).toBe(text);
+  });
+
+  it("is idempotent, so failures can be redacted again on the way out", () => {
+    for (const { input } of CASES) {
+      const once = redact(input);
+      expect(redact(once)).toBe(once);
+    }
+  });
+
+  it("bounds the result to 2,000 characters, redacting before it cuts", () => {
+    const long = `password=${"p".repeat(5_000)} ${"x".repeat(5_000)}`;
+    const output = redact(long);
+    expect(output.length).toBe(MAX_REDACTED_LENGTH);
+    expect(output).not.toContain("ppp");
+    expect(output.endsWith("[truncated]")).toBe(true);
+  });
+
+  it("never leaks a payload cut open by the scan bound", () => {
+    const huge = `x`.repeat(15_990) + `payload {"password":"${"s".repeat(100_000)}"}`;
+    const output = redact(huge);
+    expect(output).not.toContain("sss");
+  });
+
+  it("stays fast on hostile input", () => {
+    const hostile = ["a".repeat(50_000), "{".repeat(50_000), `"password":"${'\\"'.repeat(30_000)}`, "token=".repeat(20_000)];
+    const started = performance.now();
+    for (const text of hostile) redact(text);
+    // Generous: catastrophic backtracking would take minutes, not this.
+    expect(performance.now() - started).toBeLessThan(2_000);
+  });
+});
+
+describe("redactError", () => {
+  it("keeps class, code and message, redacted", () => {
+    const error = new NonRetryableError("upstream said 401 to Authorization: Bearer abc123");
+    const stored = redactError(error);
+    expect(stored).toMatch(/^NonRetryableError \[non_retryable\]: upstream said 401/);
+    expect(stored).not.toContain("abc123");
+  });
+
+  it("does not repeat a class name the message already starts with", () => {
+    expect(redactError(new JobNotRegisteredError("x.y"))).toMatch(/^JobNotRegisteredError \[job_not_registered\]: job "x.y" is not registered/);
+  });
+
+  it("follows causes, redacting them too", () => {
+    const error = new Error("fetch failed", { cause: new Error("connect to https://u:hunter2@api.example.com refused") });
+    const stored = redactError(error);
+    expect(stored).toContain("caused by Error: connect to https://[redacted]@api.example.com refused");
+    expect(stored).not.toContain("hunter2");
+  });
+
+  it("serialises thrown objects and strings", () => {
+    expect(redactError({ status: 401, headers: { authorization: "Bearer abc123" } })).toBe('{"status":401,"headers":{"authorization":"[redacted]"}}');
+    expect(redactError("password=x")).toBe("password=[redacted]");
+    const circular: Record<string, unknown> = {};
+    circular.self = circular;
+    expect(redactError(circular)).toBe("[object Object]");
+  });
+});
