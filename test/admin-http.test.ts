@@ -1,0 +1,265 @@
+import { sql } from "drizzle-orm";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createAdminHandler } from "../src/admin/handler.js";
+import { OTHER_JOB_TYPE } from "../src/admin/metrics.js";
+import type { AdminStatus } from "../src/admin/status.js";
+import { ConfigError } from "../src/errors.js";
+import type { WorkSummary } from "../src/jobs/worker.js";
+import { chargeJob, createAdminFixture, flakyJob, LEAKED_BEARER, LEAKED_PASSWORD, noopJob, okJob, skipJob, type AdminFixture } from "./support/admin-fixture.js";
+import { parseExposition } from "./support/prometheus.js";
+
+interface FailuresBody {
+  failures: { id: number; job_type: string; attempts: number; max_attempts: number; last_error: string | null; failed_at: string; idempotency: string | null }[];
+  next_before: string | null;
+}
+
+let fixture: AdminFixture;
+let summary: WorkSummary;
+const T0 = new Date("2026-03-02T10:07:00Z");
+
+beforeAll(async () => {
+  fixture = await createAdminFixture(import.meta.url);
+  const { ledger } = fixture;
+  await ledger.tick({ now: T0 });
+  // Two hours on: every hourly-or-faster entry is due; inventory.sync's insert is rejected and quarantined.
+  await ledger.tick({ now: new Date(T0.getTime() + 2 * 3_600_000) });
+  await ledger.enqueue(okJob, {});
+  await ledger.enqueue(skipJob, {});
+  await ledger.enqueue(noopJob, {});
+  await ledger.enqueue(flakyJob, {});
+  await ledger.enqueue(chargeJob, { user: "ann", password: LEAKED_PASSWORD }, { idempotencyKey: "charge-ann-1" });
+  await ledger.enqueue(chargeJob, { user: "bob", password: LEAKED_PASSWORD }, { idempotencyKey: "charge-bob-1" });
+  // A job no worker knows: fails terminally with JobNotRegisteredError.
+  await fixture.rows(sql`insert into cronledger.jobs (job_name, payload) values ('ghost.job', '{}'::jsonb)`);
+  summary = await ledger.work({ once: true, concurrency: 4 });
+});
+
+afterAll(async () => {
+  await fixture?.dispose();
+});
+
+describe("authentication", () => {
+  const paths = ["/admin/scheduler/status", "/admin/scheduler/failures", "/admin/scheduler", "/metrics"];
+
+  it("answers 401 and no data without the token or with a wrong one", async () => {
+    for (const path of paths) {
+      const attempts: Record<string, string>[] = [
+        {},
+        { authorization: "Bearer wrong-token-of-some-length" },
+        { authorization: `Bearer ${fixture.token}x` },
+        { authorization: `Basic ${Buffer.from("admin:nope").toString("base64")}` },
+        { authorization: fixture.token },
+      ];
+      for (const headers of attempts) {
+        const response = await fetch(`${fixture.server.url}${path}`, { headers });
+        const body = await response.text();
+        expect(response.status, `${path} ${JSON.stringify(headers)}`).toBe(401);
+        expect(JSON.parse(body)).toEqual({ error: "unauthorized", message: expect.any(String) });
+        expect(body).not.toContain("report.ok");
+      }
+    }
+    const retry = await fetch(`${fixture.server.url}/admin/scheduler/jobs/1/retry`, { method: "POST" });
+    expect(retry.status).toBe(401);
+  });
+
+  it("challenges browsers with Basic on the page and accepts the token as its password", async () => {
+    const challenge = await fetch(`${fixture.server.url}/admin/scheduler`);
+    expect(challenge.headers.get("www-authenticate")).toMatch(/^Basic /);
+    const page = await fetch(`${fixture.server.url}/admin/scheduler`, {
+      headers: { authorization: `Basic ${Buffer.from(`ops:${fixture.token}`).toString("base64")}` },
+    });
+    expect(page.status).toBe(200);
+  });
+
+  it("refuses to exist without a token unless told it serves localhost only", async () => {
+    expect(() => createAdminHandler(fixture.ledger, {})).toThrow(ConfigError);
+    expect(() => createAdminHandler(fixture.ledger, { token: "short" })).toThrow(/at least 16/);
+    const local = createAdminHandler(fixture.ledger, { allowUnauthenticatedLocalhost: true });
+    expect((await local(new Request("http://127.0.0.1:9/admin/scheduler/status"))).status).toBe(200);
+    // A DNS-rebound name pointing at 127.0.0.1 still carries its own Host.
+    const rebound = await local(new Request("http://127.0.0.1:9/admin/scheduler/status", { headers: { host: "evil.example:9" } }));
+    expect(rebound.status).toBe(401);
+  });
+});
+
+describe("GET /admin/scheduler/status", () => {
+  it("agrees with the ledger table and ledger.status()", async () => {
+    const response = await fixture.get("/admin/scheduler/status");
+    expect(response.status).toBe(200);
+    expect(response.headers.get("content-type")).toMatch(/^application\/json/);
+    const body = (await response.json()) as AdminStatus;
+    const expected = await fixture.ledger.status();
+    const stored = await fixture.rows<{ key: string; slot: string }>(
+      sql`select key, to_char(last_enqueued_slot at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as slot from cronledger.schedule_state`,
+    );
+    const slots = new Map(stored.map((row) => [row.key, row.slot]));
+
+    expect(body.entries).toHaveLength(fixture.ledger.entries.length);
+    for (const entry of expected.entries) {
+      const shown = body.entries.find((candidate) => candidate.identity === entry.identity);
+      expect(shown, entry.identity).toMatchObject({
+        key: entry.key,
+        job: entry.jobName,
+        cron: entry.cron,
+        timezone: entry.timezone,
+        last_enqueued_slot: slots.get(entry.key) ?? null,
+        next_run_at: entry.nextRunAt?.toISOString() ?? null,
+      });
+    }
+    const ok = body.entries.find((entry) => entry.cron === "*/15 * * * *");
+    expect(ok?.last_enqueued_slot).toBe("2026-03-02T12:00:00.000Z");
+
+    const [clock] = await fixture.rows<{ ms: number }>(sql`select (extract(epoch from now()) * 1000)::float8 as ms`);
+    expect(Math.abs(Date.parse(body.database_now) - (clock?.ms ?? 0))).toBeLessThan(5_000);
+
+    const counts = await fixture.rows<{ queue: string; status: string; n: number }>(
+      sql`select queue, status, count(*)::int as n from cronledger.jobs group by queue, status`,
+    );
+    for (const row of counts) expect(body.queues[row.queue]?.[row.status]).toBe(row.n);
+    expect(body.totals.failed).toBe(counts.filter((row) => row.status === "failed").reduce((sum, row) => sum + row.n, 0));
+    expect(body.totals.cancelled).toBe(0);
+    expect(JSON.stringify(body)).not.toContain(LEAKED_PASSWORD);
+  });
+
+  it("lists broken entries with their problems: quarantined by a tick, and never firing", async () => {
+    const body = (await (await fixture.get("/admin/scheduler/status")).json()) as AdminStatus;
+    const codes = Object.fromEntries(body.broken.map((broken) => [broken.job === "report.ok" ? "feb30" : broken.job, broken.problems.map((problem) => problem.code)]));
+    expect(codes).toEqual({ "inventory.sync": ["quarantined"], feb30: ["never_matches"] });
+    const sync = body.broken.find((broken) => broken.job === "inventory.sync");
+    expect(sync?.problems[0]?.message).toContain("inventory backend is read-only");
+    expect(body.entries.find((entry) => entry.job === "inventory.sync")?.problems).toHaveLength(1);
+  });
+});
+
+describe("GET /admin/scheduler/failures", () => {
+  it("lists terminal failures newest first, filtered by job_type, without payloads", async () => {
+    const all = (await (await fixture.get("/admin/scheduler/failures")).json()) as FailuresBody;
+    expect(all.failures.map((failure) => failure.job_type).sort()).toEqual(["billing.charge", "billing.charge", "ghost.job"]);
+    const times = all.failures.map((failure) => Date.parse(failure.failed_at));
+    expect([...times].sort((a, b) => b - a)).toEqual(times);
+
+    const charges = (await (await fixture.get("/admin/scheduler/failures?job_type=billing.charge")).json()) as FailuresBody;
+    expect(charges.failures).toHaveLength(2);
+    for (const failure of charges.failures) {
+      expect(failure).toMatchObject({ job_type: "billing.charge", attempts: 1, max_attempts: 1 });
+      expect(failure.idempotency).toMatch(/^charge-(ann|bob)-1$/);
+      expect(failure.last_error).toMatch(/^Error: charge failed: upstream said 401/);
+    }
+    const ghosts = (await (await fixture.get("/admin/scheduler/failures?job_type=ghost.job")).json()) as FailuresBody;
+    expect(ghosts.failures).toHaveLength(1);
+    expect(ghosts.failures[0]?.last_error).toContain("job_not_registered");
+    const none = (await (await fixture.get("/admin/scheduler/failures?job_type=report.ok")).json()) as FailuresBody;
+    expect(none.failures).toEqual([]);
+  });
+
+  it("pages with limit and the before cursor", async () => {
+    const first = (await (await fixture.get("/admin/scheduler/failures?limit=2")).json()) as FailuresBody;
+    expect(first.failures).toHaveLength(2);
+    expect(first.next_before).not.toBeNull();
+    const second = (await (await fixture.get(`/admin/scheduler/failures?limit=2&before=${first.next_before}`)).json()) as FailuresBody;
+    expect(second.failures).toHaveLength(1);
+    expect(second.next_before).toBeNull();
+    const ids = [...first.failures, ...second.failures].map((failure) => failure.id);
+    expect(new Set(ids).size).toBe(3);
+    expect((await fixture.get("/admin/scheduler/failures?limit=0")).status).toBe(400);
+    expect((await fixture.get("/admin/scheduler/failures?limit=many")).status).toBe(400);
+    expect((await fixture.get("/admin/scheduler/failures?before=yesterday")).status).toBe(400);
+  });
+});
+
+describe("redaction", () => {
+  it("keeps the bearer token and the payload password out of the stored row, the endpoint, the page and the logs", async () => {
+    const stored = await fixture.rows<{ last_error: string }>(sql`select last_error from cronledger.jobs where job_name = 'billing.charge' and status = 'failed'`);
+    expect(stored).toHaveLength(2);
+    const surfaces = {
+      stored: stored.map((row) => row.last_error).join("\n"),
+      failures: await (await fixture.get("/admin/scheduler/failures")).text(),
+      status: await (await fixture.get("/admin/scheduler/status")).text(),
+      page: await (await fixture.get("/admin/scheduler")).text(),
+      logs: fixture.logs.join("\n"),
+    };
+    expect(surfaces.stored).toContain("Authorization: [redacted]");
+    expect(surfaces.logs).toContain("charge failed");
+    for (const [surface, text] of Object.entries(surfaces)) {
+      expect(text, surface).not.toContain(LEAKED_BEARER);
+      expect(text, surface).not.toContain(LEAKED_PASSWORD);
+    }
+  });
+
+  it("redacts rows that were stored without redaction", async () => {
+    const [row] = await fixture.rows<{ id: number }>(
+      sql`insert into cronledger.jobs (job_name, status, attempts, last_error, finished_at)
+          values ('legacy.job', 'failed', 1, 'x-api-key: raw-legacy-key', now() - interval '1 day') returning id::float8 as id`,
+    );
+    const body = (await (await fixture.get("/admin/scheduler/failures?job_type=legacy.job")).json()) as FailuresBody;
+    expect(body.failures[0]).toMatchObject({ id: row?.id, last_error: "x-api-key: [redacted]" });
+    await fixture.rows(sql`delete from cronledger.jobs where job_name = 'legacy.job'`);
+  });
+});
+
+describe("POST /admin/scheduler/jobs/:id/retry", () => {
+  it("re-enqueues a failed job as a new queued job with a derived idempotency key, once", async () => {
+    const [failed] = await fixture.rows<{ id: number; payload: unknown }>(
+      sql`select id::float8 as id, payload from cronledger.jobs where idempotency_key = 'charge-ann-1'`,
+    );
+    const response = await fixture.get(`/admin/scheduler/jobs/${failed?.id}/retry`, { method: "POST" });
+    expect(response.status).toBe(201);
+    const body = (await response.json()) as { id: number; retry_of: number; created: boolean; job_type: string };
+    expect(body).toMatchObject({ retry_of: failed?.id, created: true, job_type: "billing.charge" });
+    const [retried] = await fixture.rows<{ status: string; idempotency_key: string; payload: unknown; attempts: number; max_attempts: number }>(
+      sql`select status, idempotency_key, payload, attempts, max_attempts from cronledger.jobs where id = ${body.id}`,
+    );
+    expect(retried).toEqual({ status: "queued", idempotency_key: "charge-ann-1#retry-1", payload: failed?.payload, attempts: 0, max_attempts: 1 });
+
+    const again = await fixture.get(`/admin/scheduler/jobs/${failed?.id}/retry`, { method: "POST" });
+    expect(again.status).toBe(200);
+    expect(await again.json()).toMatchObject({ id: body.id, created: false });
+    const [original] = await fixture.rows<{ status: string }>(sql`select status from cronledger.jobs where id = ${failed?.id}`);
+    expect(original?.status).toBe("failed");
+  });
+
+  it("refuses jobs that are not failed, unknown ids, wrong methods and cross-site posts", async () => {
+    const [succeeded] = await fixture.rows<{ id: number }>(sql`select id::float8 as id from cronledger.jobs where status = 'succeeded' limit 1`);
+    const notFailed = await fixture.get(`/admin/scheduler/jobs/${succeeded?.id}/retry`, { method: "POST" });
+    expect(notFailed.status).toBe(409);
+    expect(await notFailed.json()).toMatchObject({ error: "job_not_failed" });
+    expect((await fixture.get("/admin/scheduler/jobs/999999/retry", { method: "POST" })).status).toBe(404);
+    expect((await fixture.get("/admin/scheduler/jobs/abc/retry", { method: "POST" })).status).toBe(400);
+    expect((await fixture.get("/admin/scheduler/jobs/1/retry")).status).toBe(405);
+    const crossSite = await fixture.get("/admin/scheduler/jobs/1/retry", { method: "POST", headers: { origin: "https://evil.example" } });
+    expect(crossSite.status).toBe(403);
+  });
+});
+
+describe("GET /metrics", () => {
+  it("serves parseable Prometheus text whose counts match the jobs run", async () => {
+    const response = await fixture.get("/metrics");
+    expect(response.status).toBe(200);
+    expect(response.headers.get("content-type")).toMatch(/^text\/plain; version=0\.0\.4/);
+    const metrics = parseExposition(await response.text());
+    const jobs = (status: string, jobType?: string) => metrics.value("cronledger_jobs_total", { status, ...(jobType ? { job_type: jobType } : {}) });
+
+    const attempts = await fixture.rows<{ job_name: string; status: string; outcome: string | null; attempts: number }>(
+      sql`select job_name, status, outcome, attempts from cronledger.jobs where attempts > 0`,
+    );
+    expect(jobs("started")).toBe(summary.claimed);
+    expect(jobs("started")).toBe(attempts.reduce((sum, row) => sum + row.attempts, 0));
+    expect(jobs("done")).toBe(summary.succeeded);
+    expect(jobs("done")).toBe(attempts.filter((row) => row.status === "succeeded" && row.outcome !== "skip" && row.outcome !== "noop").length);
+    expect(jobs("skip", skipJob.name)).toBe(1);
+    expect(jobs("noop", noopJob.name)).toBe(1);
+    expect(jobs("retry", flakyJob.name)).toBe(1);
+    expect(jobs("panicked", chargeJob.name)).toBe(2);
+    expect(jobs("panicked", OTHER_JOB_TYPE)).toBe(1);
+    expect(jobs("panicked")).toBe(attempts.filter((row) => row.status === "failed").length);
+    expect(metrics.value("cronledger_failures_total")).toBe(summary.retried + summary.failed);
+    expect(metrics.samples.some((sample) => sample.labels.job_type === "ghost.job")).toBe(false);
+    expect(metrics.value("cronledger_job_duration_seconds_count")).toBe(summary.claimed);
+
+    const scheduled = await fixture.rows<{ n: number }>(sql`select count(*)::int as n from cronledger.jobs where schedule_key is not null`);
+    expect(metrics.value("cronledger_schedule_slots_total", { outcome: "enqueued" })).toBe(scheduled[0]?.n);
+    expect(metrics.value("cronledger_schedule_slots_total", { outcome: "quarantined" })).toBe(1);
+    expect(metrics.value("cronledger_tick_duration_seconds_count")).toBe(2);
+    expect(metrics.value("cronledger_init_failure")).toBe(0);
+  });
+});

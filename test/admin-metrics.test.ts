@@ -1,0 +1,88 @@
+import { Registry } from "prom-client";
+import { describe, expect, it } from "vitest";
+import { createMetrics, OTHER_JOB_TYPE } from "../src/admin/metrics.js";
+import type { TickReport } from "../src/schedule/tick.js";
+import { parseExposition } from "./support/prometheus.js";
+
+const slot = { identity: "a|", key: "default|a|", jobName: "a", slot: new Date(0) };
+
+function report(counts: { enqueued?: number; lostRace?: number; quarantined?: number }): TickReport {
+  const times = (n = 0) => Array.from({ length: n }, () => slot);
+  return {
+    now: new Date(0),
+    enqueued: times(counts.enqueued).map((outcome) => ({ ...outcome, jobId: 1 })),
+    lostRace: times(counts.lostRace),
+    skippedStale: [],
+    quarantined: times(counts.quarantined).map((outcome) => ({ ...outcome, phase: "insert" as const, error: "boom" })),
+    repaired: [],
+    created: 0,
+    nextFireAt: null,
+    statements: 1,
+    attempts: 1,
+  };
+}
+
+describe("createMetrics", () => {
+  it("exposes exactly the DESIGN 8 families, pre-initialised for every registered job", async () => {
+    const metrics = createMetrics({ jobNames: ["email.send", "reports.rollup"] });
+    const text = await metrics.registry.metrics();
+    const exposition = parseExposition(text);
+    expect([...exposition.types.entries()].sort()).toEqual([
+      ["cronledger_failures_total", "counter"],
+      ["cronledger_init_failure", "gauge"],
+      ["cronledger_job_duration_seconds", "histogram"],
+      ["cronledger_jobs_total", "counter"],
+      ["cronledger_prune_rows_removed_total", "counter"],
+      ["cronledger_schedule_slots_total", "counter"],
+      ["cronledger_tick_duration_seconds", "histogram"],
+    ]);
+    const statuses = exposition.samples.filter((sample) => sample.name === "cronledger_jobs_total" && sample.labels.job_type === "email.send");
+    expect(statuses.map((sample) => sample.labels.status).sort()).toEqual(["done", "noop", "panicked", "retry", "skip", "started"]);
+    const outcomes = exposition.samples.filter((sample) => sample.name === "cronledger_schedule_slots_total").map((sample) => sample.labels.outcome);
+    expect(outcomes.sort()).toEqual(["enqueued", "lost_race", "quarantined", "repaired", "skipped_stale"]);
+    expect(exposition.value("cronledger_init_failure")).toBe(0);
+  });
+
+  it("counts events and collapses unknown job names into one label value", async () => {
+    const metrics = createMetrics({ jobNames: ["known"] });
+    const { hooks } = metrics;
+    hooks.jobStarted?.({ jobId: 1, jobName: "known", attempt: 1 });
+    hooks.jobFinished?.({ jobId: 1, jobName: "known", attempt: 1, status: "done", durationSeconds: 0.2 });
+    hooks.jobStarted?.({ jobId: 2, jobName: "known", attempt: 1 });
+    hooks.jobFinished?.({ jobId: 2, jobName: "known", attempt: 1, status: "retry", durationSeconds: 0.1, error: "x" });
+    for (const name of ["ghost-1", "ghost-2", "ghost-3"]) {
+      hooks.jobStarted?.({ jobId: 3, jobName: name, attempt: 1 });
+      hooks.jobFinished?.({ jobId: 3, jobName: name, attempt: 1, status: "panicked", durationSeconds: 0, error: "x" });
+    }
+    hooks.tickCompleted?.(report({ enqueued: 2, lostRace: 1, quarantined: 1 }), 0.004);
+    hooks.pruned?.({ table: "jobs", rows: 7 });
+    hooks.initFailure?.(true);
+
+    const exposition = parseExposition(await metrics.registry.metrics());
+    expect(exposition.value("cronledger_jobs_total", { job_type: "known", status: "started" })).toBe(2);
+    expect(exposition.value("cronledger_jobs_total", { job_type: "known", status: "done" })).toBe(1);
+    expect(exposition.value("cronledger_jobs_total", { job_type: "known", status: "retry" })).toBe(1);
+    expect(exposition.value("cronledger_failures_total", { job_type: "known" })).toBe(1);
+    expect(exposition.value("cronledger_jobs_total", { job_type: OTHER_JOB_TYPE, status: "panicked" })).toBe(3);
+    expect(exposition.value("cronledger_failures_total", { job_type: OTHER_JOB_TYPE })).toBe(3);
+    expect(exposition.samples.some((sample) => sample.labels.job_type?.startsWith("ghost"))).toBe(false);
+    expect(exposition.value("cronledger_job_duration_seconds_count", { job_type: "known" })).toBe(2);
+    expect(exposition.value("cronledger_schedule_slots_total", { outcome: "enqueued" })).toBe(2);
+    expect(exposition.value("cronledger_schedule_slots_total", { outcome: "lost_race" })).toBe(1);
+    expect(exposition.value("cronledger_schedule_slots_total", { outcome: "quarantined" })).toBe(1);
+    expect(exposition.value("cronledger_tick_duration_seconds_count")).toBe(1);
+    expect(exposition.value("cronledger_prune_rows_removed_total", { table: "jobs" })).toBe(7);
+    expect(exposition.value("cronledger_init_failure")).toBe(1);
+  });
+
+  it("registers into a user's registry and shares it between ledgers", async () => {
+    const registry = new Registry();
+    const first = createMetrics({ registry, jobNames: ["a"] });
+    const second = createMetrics({ registry, jobNames: ["b"] });
+    expect(first.registry).toBe(registry);
+    first.hooks.jobStarted?.({ jobId: 1, jobName: "a", attempt: 1 });
+    second.hooks.jobStarted?.({ jobId: 2, jobName: "b", attempt: 1 });
+    const exposition = parseExposition(await registry.metrics());
+    expect(exposition.value("cronledger_jobs_total", { status: "started" })).toBe(2);
+  });
+});

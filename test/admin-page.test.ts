@@ -1,0 +1,97 @@
+import { existsSync } from "node:fs";
+import { mkdir, mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { chromium, type BrowserContext } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { chargeJob, createAdminFixture, LEAKED_BEARER, LEAKED_PASSWORD, type AdminFixture } from "./support/admin-fixture.js";
+
+const CHROMIUM = "/usr/bin/chromium";
+const SCREENSHOT = join("test-results", "schedule-page.png");
+
+let fixture: AdminFixture;
+let browser: BrowserContext;
+let profile: string;
+
+beforeAll(async () => {
+  if (!existsSync(CHROMIUM)) {
+    throw new Error(
+      `The Schedule page test needs Debian's Chromium at ${CHROMIUM}; install it with ` +
+        "`apt-get update && apt-get install -y chromium` (.ci/run does this when it is missing).",
+    );
+  }
+  fixture = await createAdminFixture(import.meta.url);
+  const start = new Date("2026-03-02T10:07:00Z");
+  await fixture.ledger.tick({ now: start });
+  await fixture.ledger.tick({ now: new Date(start.getTime() + 2 * 3_600_000) });
+  await fixture.ledger.enqueue(chargeJob, { user: "ann", password: LEAKED_PASSWORD });
+  await fixture.ledger.work({ once: true });
+
+  profile = await mkdtemp(join(tmpdir(), "cronledger-chromium-"));
+  browser = await chromium.launchPersistentContext(profile, {
+    executablePath: CHROMIUM,
+    headless: true,
+    args: [
+      "--headless",
+      "--no-sandbox",
+      "--disable-gpu",
+      "--disable-quic",
+      "--no-first-run",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--disable-sync",
+    ],
+    extraHTTPHeaders: { authorization: `Bearer ${fixture.token}` },
+    viewport: { width: 1280, height: 900 },
+  });
+});
+
+afterAll(async () => {
+  await browser?.close();
+  if (profile) await rm(profile, { recursive: true, force: true });
+  await fixture?.dispose();
+});
+
+describe("the Schedule page in headless Chromium", () => {
+  it("loads and shows every entry, the broken ones and the redacted failures", async () => {
+    const page = await browser.newPage();
+    const response = await page.goto(`${fixture.server.url}/admin/scheduler`);
+    expect(response?.status()).toBe(200);
+    expect(await page.title()).toBe("Schedule · cronledger · default");
+
+    const rows = page.locator("#entries tbody tr");
+    expect(await rows.count()).toBe(fixture.ledger.entries.length);
+    for (const entry of fixture.ledger.entries) {
+      const row = page.locator(`#entries tr[data-identity="${entry.identity}"]`);
+      expect(await row.count(), entry.identity).toBe(1);
+      expect(await row.innerText()).toContain(entry.jobName);
+      expect(await row.innerText()).toContain(entry.cron.source);
+    }
+    const broken = page.locator(".broken-entry");
+    expect(await broken.count()).toBe(2);
+    const brokenText = await broken.allInnerTexts();
+    expect(brokenText.join("\n")).toContain("inventory.sync");
+    expect(brokenText.join("\n")).toContain("never_matches");
+    expect(await page.locator("#entries tr.broken").count()).toBe(2);
+
+    const failure = page.locator(".failure");
+    expect(await failure.count()).toBe(1);
+    expect(await failure.innerText()).toContain("billing.charge");
+    const visible = await page.locator("body").innerText();
+    expect(visible).not.toContain(LEAKED_BEARER);
+    expect(visible).not.toContain(LEAKED_PASSWORD);
+
+    await mkdir("test-results", { recursive: true });
+    await page.screenshot({ path: SCREENSHOT, fullPage: true });
+    expect(existsSync(SCREENSHOT)).toBe(true);
+  });
+
+  it("retries a failure from its button and comes back to the page", async () => {
+    const page = await browser.newPage();
+    await page.goto(`${fixture.server.url}/admin/scheduler`);
+    const queuedBefore = Number(await page.locator("#queues tbody tr:last-child td").nth(1).innerText());
+    await Promise.all([page.waitForURL(/\/admin\/scheduler#failures$/), page.locator(".failure button").first().click()]);
+    const queuedAfter = Number(await page.locator("#queues tbody tr:last-child td").nth(1).innerText());
+    expect(queuedAfter).toBe(queuedBefore + 1);
+  });
+});

@@ -1,0 +1,101 @@
+import { randomBytes } from "node:crypto";
+import { sql } from "drizzle-orm";
+import { z } from "zod";
+import { startAdminServer, type AdminServer } from "../../src/admin/server.js";
+import { createCronledger, type Cronledger } from "../../src/cronledger.js";
+import { query } from "../../src/db/connection.js";
+import { defineJob, noop, skip } from "../../src/jobs/define-job.js";
+import type { Logger } from "../../src/log.js";
+import { defineSchedule } from "../../src/schedule/define-schedule.js";
+import { createTestDatabase } from "./database.js";
+
+/** The secrets the failing job leaks into its error; no admin surface may show them. */
+export const LEAKED_BEARER = "abc123";
+export const LEAKED_PASSWORD = "hunter2-pw-secret";
+
+export const okJob = defineJob({ name: "report.ok", retry: "maintenance", run: () => undefined });
+export const skipJob = defineJob({ name: "report.skip", retry: "maintenance", run: () => skip("nothing to report") });
+export const noopJob = defineJob({ name: "report.noop", retry: "maintenance", run: () => noop("already sent") });
+export const flakyJob = defineJob({
+  name: "report.flaky",
+  retry: "probe",
+  run: () => {
+    throw new Error("upstream timed out");
+  },
+});
+export const chargeJob = defineJob({
+  name: "billing.charge",
+  retry: "maintenance",
+  payload: z.object({ user: z.string(), password: z.string() }),
+  run: (payload) => {
+    throw new Error(`charge failed: upstream said 401 to Authorization: Bearer ${LEAKED_BEARER} while posting payload ${JSON.stringify(payload)}`);
+  },
+});
+/** Its inserts are rejected by a trigger, so every tick quarantines its entry. */
+export const syncJob = defineJob({ name: "inventory.sync", retry: "maintenance", run: () => undefined });
+
+export const SCHEDULE = defineSchedule([
+  { job: okJob, cron: "*/15 * * * *" },
+  { job: syncJob, cron: "0 * * * *", timezone: "Europe/Berlin" },
+  // February 30th: loads with a never_matches warning, a broken entry on the status page.
+  { job: okJob, cron: "0 0 30 2 *", key: "feb30" },
+  { job: chargeJob, cron: "30 2 * * *", timezone: "America/New_York", payload: { user: "ann", password: LEAKED_PASSWORD } },
+]);
+
+export interface AdminFixture {
+  readonly ledger: Cronledger;
+  readonly server: AdminServer;
+  readonly token: string;
+  /** Every line the ledger logged, with its fields, as text. */
+  readonly logs: string[];
+  rows<T>(statement: ReturnType<typeof sql>): Promise<T[]>;
+  /** Fetches an admin path with the token (unless `headers` replaces it). */
+  get(path: string, init?: RequestInit): Promise<Response>;
+  dispose(): Promise<void>;
+}
+
+function capturingLogger(lines: string[]): Logger {
+  const write = (level: string) => (message: string, fields?: Record<string, unknown>) => {
+    lines.push(`${level} ${message} ${fields === undefined ? "" : JSON.stringify(fields)}`);
+  };
+  return { debug: write("debug"), info: write("info"), warn: write("warn"), error: write("error") };
+}
+
+/**
+ * A migrated ledger on a fresh database with the jobs above, a trigger that
+ * rejects inventory.sync inserts, and the admin server on a free port.
+ */
+export async function createAdminFixture(label: string): Promise<AdminFixture> {
+  const database = await createTestDatabase(label);
+  const logs: string[] = [];
+  const ledger = createCronledger({
+    database: { url: database.url, poolSize: 4 },
+    jobs: [okJob, skipJob, noopJob, flakyJob, chargeJob, syncJob],
+    schedule: SCHEDULE,
+    logger: capturingLogger(logs),
+  });
+  await ledger.migrate();
+  await query(
+    ledger.database.db,
+    sql.raw(`create function public.reject_sync() returns trigger language plpgsql as $$
+      begin raise exception 'inventory backend is read-only'; end $$;
+      create trigger reject_sync before insert on cronledger.jobs
+      for each row when (new.job_name = 'inventory.sync') execute function public.reject_sync()`),
+  );
+  const token = randomBytes(24).toString("hex");
+  const server = await startAdminServer(ledger, { port: 0, token });
+  return {
+    ledger,
+    server,
+    token,
+    logs,
+    rows: (statement) => query(ledger.database.db, statement),
+    get: (path, init = {}) =>
+      fetch(`${server.url}${path}`, { ...init, headers: { authorization: `Bearer ${token}`, ...(init.headers as Record<string, string> | undefined) } }),
+    async dispose() {
+      await server.close();
+      await ledger.close();
+      await database.drop();
+    },
+  };
+}
