@@ -17,6 +17,12 @@ import { pruneLedger } from "./schedule/prune.js";
 import { runTick, type FireMemo, type TickOptions, type TickReport } from "./schedule/tick.js";
 import { loadSchedule, type ResolvedEntry } from "./schedule/validate.js";
 import type { ScheduleProblem } from "./errors.js";
+import { parseDuration, type Duration } from "./duration.js";
+import { DEFAULT_LEASE_MS, reapStaleJobs, type ReapReport } from "./jobs/reaper.js";
+import { pruneFinishedJobs, resolveRetention, type ResolvedRetention } from "./jobs/retention.js";
+import { Worker, type WorkOptions, type WorkSummary } from "./jobs/worker.js";
+import { choreSchedule, type ChoresSetting } from "./runtime/chores.js";
+import { Supervisor, type StartOptions } from "./runtime/supervisor.js";
 
 export interface CronledgerOptions {
   /**
@@ -33,6 +39,14 @@ export interface CronledgerOptions {
   readonly hooks?: CronledgerHooks | readonly CronledgerHooks[];
   /** Prometheus metrics, on by default in a Registry of their own (`ledger.metrics.registry`); pass yours to share it, or false to turn them off. */
   readonly metrics?: { readonly registry?: Registry } | false;
+  /**
+   * The reaper and prune chores, run as ledger entries (each slot once across
+   * the cluster). Default: on wherever `start()` runs, left out of bare
+   * `tick()` calls; `true` or options: always; `false`: never.
+   */
+  readonly chores?: ChoresSetting;
+  /** A running job without a heartbeat for this long is reaped; default 30 s. Heartbeats go every lease/3. */
+  readonly lease?: Duration;
 }
 
 export interface EntryStatus {
@@ -67,6 +81,13 @@ export class Cronledger {
   readonly entryProblems = new EntryProblemTracker();
   private readonly memo: FireMemo = new Map();
   private readonly deferred = new Map<string, number>();
+  readonly leaseMs: number;
+  private readonly retention: ResolvedRetention;
+  private readonly choreEntries: readonly ResolvedEntry[];
+  private readonly entriesWithChores: readonly ResolvedEntry[];
+  private choresActive: boolean;
+  private supervisor: Supervisor | undefined;
+  private readonly workers = new Set<Worker>();
   private readonly ownsDatabase: boolean;
 
   constructor(options: CronledgerOptions = {}) {
@@ -83,11 +104,21 @@ export class Cronledger {
       }
       registry.set(job.name, job);
     }
+    const chores = choreSchedule(this, options.chores);
+    for (const job of chores.jobs) {
+      if (registry.has(job.name)) throw new ConfigError(`The job name "${job.name}" is reserved for cronledger's chores; rename your job.`);
+      registry.set(job.name, job);
+    }
     this.jobs = registry;
+    this.leaseMs = parseDuration(options.lease ?? DEFAULT_LEASE_MS, "lease");
+    this.retention = resolveRetention(typeof options.chores === "object" ? options.chores.retention : undefined);
+    this.choresActive = options.chores !== undefined && options.chores !== false;
     // Throws one ScheduleValidationError listing every problem: a worker refuses to boot on a broken schedule.
     const loaded = loadSchedule(options.schedule ?? [], jobs, { namespace: this.namespace });
     this.entries = loaded.entries;
     this.warnings = loaded.warnings;
+    this.choreEntries = loadSchedule(chores.schedule, chores.jobs, { namespace: this.namespace }).entries;
+    this.entriesWithChores = [...this.entries, ...this.choreEntries];
     for (const warning of loaded.warnings) this.logger.warn(warning.message, { code: warning.code });
     const userHooks = options.hooks === undefined ? [] : Array.isArray(options.hooks) ? options.hooks : [options.hooks as CronledgerHooks];
     this.metrics = options.metrics === false ? null : createMetrics({ jobNames: registry.keys(), ...(options.metrics?.registry ? { registry: options.metrics.registry } : {}) });
@@ -119,7 +150,7 @@ export class Cronledger {
   async tick(options: TickOptions = {}): Promise<TickReport> {
     const started = performance.now();
     const report = await runTick(
-      { database: this.database, entries: this.entries, namespace: this.namespace, logger: this.logger, memo: this.memo, deferred: this.deferred },
+      { database: this.database, entries: this.choresActive ? this.entriesWithChores : this.entries, namespace: this.namespace, logger: this.logger, memo: this.memo, deferred: this.deferred },
       options,
     );
     this.events.tickCompleted(report, (performance.now() - started) / 1000);
@@ -131,7 +162,7 @@ export class Cronledger {
     const rows = await pruneLedger(
       this.database,
       this.namespace,
-      this.entries.map((entry) => entry.ledgerKey),
+      this.entriesWithChores.map((entry) => entry.ledgerKey),
     );
     this.events.pruned({ table: "schedule_state", rows });
     return rows;
@@ -183,7 +214,69 @@ export class Cronledger {
     return retryFailedJob(this.database, this.jobs, id);
   }
 
+  /**
+   * Runs jobs in this process. `once`: drains what is ready now and resolves
+   * with a summary; otherwise runs until `stop()` and resolves then.
+   */
+  async work(options: WorkOptions = {}): Promise<WorkSummary> {
+    const worker = this.createWorker(options);
+    this.workers.add(worker);
+    try {
+      return await worker.run();
+    } finally {
+      this.workers.delete(worker);
+    }
+  }
+
+  /**
+   * Starts the runtime: the ticker (sleeping until the next fire time, at
+   * most 30 s), workers with heartbeats, and the chores. Returns at once;
+   * SIGTERM / SIGINT stop it gracefully (see `stop()`).
+   */
+  async start(options: StartOptions = {}): Promise<void> {
+    if (this.supervisor) throw new ConfigError("start() was already called on this Cronledger; call stop() first.");
+    if (this.choreEntries.length > 0) this.choresActive = true;
+    this.supervisor = new Supervisor(
+      { logger: this.logger, tick: () => this.tick(), createWorker: (workOptions) => this.createWorker(workOptions), close: () => this.close() },
+      options,
+    );
+    this.supervisor.start();
+  }
+
+  /**
+   * Graceful stop of `start()` and of running `work()` calls: no new claims,
+   * running jobs get their grace period, the rest are aborted through
+   * ctx.signal and returned to the queue without counting the attempt.
+   */
+  async stop(): Promise<WorkSummary | undefined> {
+    const supervisor = this.supervisor;
+    const [summary] = await Promise.all([supervisor?.stop(), ...[...this.workers].map((worker) => worker.stop())]);
+    if (this.supervisor === supervisor) this.supervisor = undefined;
+    return summary;
+  }
+
+  /** Returns running jobs whose heartbeat is older than the lease to the queue, or fails them when out of attempts. */
+  async reap(options: { now?: Date } = {}): Promise<ReapReport> {
+    const report = await reapStaleJobs(this.database, { leaseMs: this.leaseMs, ...options });
+    if (report.requeued + report.failed > 0) this.logger.warn("reaped jobs whose worker stopped heartbeating", { ...report, leaseMs: this.leaseMs });
+    return report;
+  }
+
+  /** The prune chore: stale ledger rows, then finished jobs older than their retention (in bounded batches). */
+  async prune(options: { now?: Date } = {}): Promise<{ ledgerRows: number; jobRows: number }> {
+    const ledgerRows = await this.pruneLedger();
+    const jobRows = await pruneFinishedJobs(this.database, this.retention, options.now);
+    this.events.pruned({ table: "jobs", rows: jobRows });
+    return { ledgerRows, jobRows };
+  }
+
+  private createWorker(options: WorkOptions): Worker {
+    const queues = new Set(["default", ...[...this.jobs.values()].map((job) => job.queue), ...this.entries.map((entry) => entry.queue)]);
+    return new Worker(this, { ...options, defaultQueues: [...queues], defaultLeaseMs: this.leaseMs });
+  }
+
   async close(): Promise<void> {
+    await this.stop();
     if (this.ownsDatabase) await this.database.close();
   }
 }

@@ -6,6 +6,13 @@ export type { JobContext, JobDefinition, JobOptions, JobOutcome, JobResult } fro
 export { RETRY_CLASSES, retryDelayMs } from "./jobs/retry.js";
 export type { BackoffRetryPolicy, CustomRetryPolicy, RetryClass, RetryPolicy } from "./jobs/retry.js";
 export type { EnqueuedJob, EnqueueOptions, EnqueueRequest } from "./jobs/enqueue.js";
+export type { WorkOptions, WorkSummary } from "./jobs/worker.js";
+export type { ReapReport } from "./jobs/reaper.js";
+export type { RetentionOptions } from "./jobs/retention.js";
+export { JobTimeoutError, LeaseLostError, InvalidStoredJobError, WorkerShutdownError } from "./jobs/job-errors.js";
+export { CHORE_QUEUE, PRUNE_JOB, REAP_JOB } from "./runtime/chores.js";
+export type { ChoreOptions, ChoresSetting } from "./runtime/chores.js";
+export type { StartOptions } from "./runtime/supervisor.js";
 export { defineSchedule } from "./schedule/define-schedule.js";
 export type { NamedScheduleEntry, ScheduleEntry, TypedScheduleEntry } from "./schedule/define-schedule.js";
 export { loadSchedule, validateSchedule } from "./schedule/validate.js";

@@ -1,0 +1,157 @@
+import { parseDuration, type Duration } from "../duration.js";
+import { redactError } from "../admin/redact.js";
+import type { Logger } from "../log.js";
+import type { WorkOptions, Worker, WorkSummary } from "../jobs/worker.js";
+import type { TickReport } from "../schedule/tick.js";
+
+export interface StartOptions extends Omit<WorkOptions, "once"> {
+  /** Run the scheduler ticker in this process; default true (every replica may tick: the ledger dedupes). */
+  readonly ticker?: boolean;
+  /** Run workers in this process; default true. */
+  readonly workers?: boolean;
+  /** Stop gracefully on SIGTERM / SIGINT, then close the database and re-raise the signal; default true. */
+  readonly handleSignals?: boolean;
+  /** Longest sleep between ticks, so a replica notices other replicas' progress; default 30 s. */
+  readonly maxTickInterval?: Duration;
+}
+
+/** What the supervisor drives: the ticker, a worker factory, and the way out. */
+export interface SupervisorHost {
+  readonly logger: Logger;
+  tick(): Promise<TickReport>;
+  createWorker(options: WorkOptions): Worker;
+  /** Called after a signal-initiated graceful stop: closes connections. */
+  close(): Promise<void>;
+}
+
+export const DEFAULT_MAX_TICK_INTERVAL_MS = 30_000;
+/** Ticks wake this long after the fire time so the database clock has certainly reached it. */
+const TICK_MARGIN_MS = 2;
+const MIN_TICK_SLEEP_MS = 5;
+const MAX_RESTART_BACKOFF_MS = 5_000;
+
+function restartBackoff(failures: number): number {
+  return Math.min(MAX_RESTART_BACKOFF_MS, 250 * 2 ** Math.max(0, failures - 1));
+}
+
+/** setTimeout that ends early when `signal` aborts. */
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  if (signal.aborted) return Promise.resolve();
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      signal.removeEventListener("abort", done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal.addEventListener("abort", done, { once: true });
+  });
+}
+
+/**
+ * The runtime behind `start()`: a ticker that sleeps until the next fire time
+ * (bounded), and a worker (which heartbeats and runs chore jobs like any
+ * other). A part that fails is logged and restarted with backoff; nothing
+ * short of stop() or a signal ends the runtime, so a PostgreSQL restart is
+ * ridden out by retrying until the pool reconnects.
+ */
+export class Supervisor {
+  private readonly host: SupervisorHost;
+  private readonly options: StartOptions;
+  private readonly maxTickMs: number;
+  private readonly stopping = new AbortController();
+  private worker: Worker | undefined;
+  private loops: Promise<void>[] = [];
+  private stopPromise: Promise<WorkSummary> | undefined;
+  private readonly totals: WorkSummary = { claimed: 0, succeeded: 0, skipped: 0, noop: 0, retried: 0, failed: 0, returned: 0 };
+  private signalsSeen = 0;
+  private readonly onSignal = (signal: NodeJS.Signals) => this.handleSignal(signal);
+
+  constructor(host: SupervisorHost, options: StartOptions) {
+    this.host = host;
+    this.options = options;
+    this.maxTickMs = parseDuration(options.maxTickInterval ?? DEFAULT_MAX_TICK_INTERVAL_MS, "maxTickInterval");
+  }
+
+  start(): void {
+    if (this.options.ticker !== false) this.loops.push(this.runTicker());
+    if (this.options.workers !== false) this.loops.push(this.runWorkers());
+    if (this.options.handleSignals !== false) {
+      process.on("SIGTERM", this.onSignal);
+      process.on("SIGINT", this.onSignal);
+    }
+  }
+
+  /** Stops ticking and claiming, lets running jobs finish within the grace period, hands back the rest. */
+  stop(): Promise<WorkSummary> {
+    this.stopPromise ??= (async () => {
+      this.stopping.abort();
+      await this.worker?.stop();
+      await Promise.all(this.loops);
+      this.removeSignalHandlers();
+      return { ...this.totals };
+    })();
+    return this.stopPromise;
+  }
+
+  private removeSignalHandlers(): void {
+    process.off("SIGTERM", this.onSignal);
+    process.off("SIGINT", this.onSignal);
+  }
+
+  private handleSignal(signal: NodeJS.Signals): void {
+    this.signalsSeen += 1;
+    if (this.signalsSeen > 1) {
+      this.host.logger.warn(`${signal} again: aborting running jobs now`);
+      this.worker?.hurry();
+      return;
+    }
+    this.host.logger.info(`${signal} received: stopping gracefully (send it again to abort running jobs now)`);
+    void this.stop()
+      .then(() => this.host.close())
+      .catch((error: unknown) => this.host.logger.error("graceful stop failed", { error: redactError(error) }))
+      .finally(() => {
+        // Nobody else listens: let the signal do what it would have done without us (end the process).
+        if (process.listenerCount(signal) === 0) process.kill(process.pid, signal);
+      });
+  }
+
+  private async runTicker(): Promise<void> {
+    const signal = this.stopping.signal;
+    let failures = 0;
+    while (!signal.aborted) {
+      let delay: number;
+      try {
+        const report = await this.host.tick();
+        failures = 0;
+        const untilNext = report.nextFireAt === null ? this.maxTickMs : report.nextFireAt.getTime() - report.now.getTime() + TICK_MARGIN_MS;
+        delay = Math.min(this.maxTickMs, Math.max(MIN_TICK_SLEEP_MS, untilNext));
+      } catch (error) {
+        failures += 1;
+        delay = restartBackoff(failures);
+        this.host.logger.error("scheduler tick failed; retrying", { attempt: failures, retryInMs: delay, error: redactError(error) });
+      }
+      await sleep(delay, signal);
+    }
+  }
+
+  private async runWorkers(): Promise<void> {
+    const signal = this.stopping.signal;
+    let failures = 0;
+    while (!signal.aborted) {
+      const worker = this.host.createWorker(this.options);
+      this.worker = worker;
+      try {
+        const summary = await worker.run();
+        for (const key of Object.keys(this.totals) as (keyof WorkSummary)[]) this.totals[key] += summary[key];
+        failures = 0;
+      } catch (error) {
+        failures += 1;
+        const delay = restartBackoff(failures);
+        this.host.logger.error("worker crashed; restarting it", { attempt: failures, retryInMs: delay, error: redactError(error) });
+        await worker.stop(0).catch(() => undefined);
+        await sleep(delay, signal);
+      }
+    }
+  }
+}

@@ -1,0 +1,379 @@
+import { sql } from "drizzle-orm";
+import { afterEach, describe, expect, it } from "vitest";
+import { z } from "zod";
+import type { Cronledger, CronledgerOptions } from "../src/cronledger.js";
+import { NonRetryableError } from "../src/errors.js";
+import type { CronledgerHooks } from "../src/events.js";
+import { defineJob, noop, skip, type JobContext, type JobDefinition } from "../src/jobs/define-job.js";
+import { RETRY_CLASSES, type RetryClass } from "../src/jobs/retry.js";
+import { CHORE_QUEUE, PRUNE_JOB, REAP_JOB } from "../src/runtime/chores.js";
+import { BACKENDS, createTestStore, rows, type TestStore } from "./support/ledger.js";
+
+interface JobStateRow {
+  id: number;
+  status: string;
+  outcome: string | null;
+  attempts: number;
+  max_attempts: number;
+  last_error: string | null;
+  run_at_ms: number;
+  locked_by: string | null;
+}
+
+async function jobState(ledger: Cronledger, id: number): Promise<JobStateRow> {
+  const [row] = await rows<JobStateRow>(
+    ledger,
+    sql`select id::float8 as id, status, outcome, attempts, max_attempts, last_error, locked_by,
+          (extract(epoch from run_at) * 1000)::float8 as run_at_ms
+        from cronledger.jobs where id = ${id}`,
+  );
+  if (!row) throw new Error(`job ${id} not found`);
+  return row;
+}
+
+async function databaseNowMs(ledger: Cronledger): Promise<number> {
+  const [row] = await rows<{ ms: number }>(ledger, sql`select (extract(epoch from now()) * 1000)::float8 as ms`);
+  return row?.ms ?? Date.now();
+}
+
+/** A job that records every attempt and behaves as `behave` says. */
+function recordingJob(name: string, options: { retry?: RetryClass; behave: (ctx: JobContext) => unknown; timeout?: number }) {
+  const attempts: JobContext[] = [];
+  const job = defineJob({
+    name,
+    retry: options.retry ?? "entity",
+    ...(options.timeout === undefined ? {} : { timeout: options.timeout }),
+    run: async (_payload, ctx) => {
+      attempts.push(ctx);
+      return (await options.behave(ctx)) as undefined;
+    },
+  });
+  return { job, attempts };
+}
+
+const fail = () => {
+  throw new Error("downstream said no");
+};
+
+describe.each(BACKENDS)("worker on %s", (backend) => {
+  let store: TestStore | undefined;
+  const open = async (jobs: readonly JobDefinition[], extra: Omit<CronledgerOptions, "database" | "jobs"> = {}) => {
+    store ??= await createTestStore(backend, `worker_${backend}`);
+    return store.open({ jobs, chores: false, ...extra });
+  };
+
+  afterEach(async () => {
+    await store?.dispose();
+    store = undefined;
+  });
+
+  it.each(["probe", "entity"] as const)("retries a %s job that always fails exactly max_attempts times, each delay within the class's jittered bounds", async (retryClass) => {
+    const { job, attempts } = recordingJob(`always-fails.${retryClass}`, { retry: retryClass, behave: fail });
+    const finished: string[] = [];
+    const hooks: CronledgerHooks = { jobFinished: (event) => finished.push(event.status) };
+    const ledger = await open([job], { hooks });
+    const { id } = await ledger.enqueue(job);
+    const policy = RETRY_CLASSES[retryClass];
+
+    // An injected clock stands in for the minutes of backoff: each pass runs at the time the retry is due.
+    let clock = Math.floor(await databaseNowMs(ledger)) + 1_000;
+    const delays: number[] = [];
+    for (let pass = 0; pass < 10; pass += 1) {
+      const summary = await ledger.work({ once: true, clock: () => new Date(clock) });
+      expect(summary.claimed).toBe(1);
+      const state = await jobState(ledger, id);
+      if (state.status === "failed") break;
+      expect(state.status).toBe("queued");
+      delays.push(state.run_at_ms - clock);
+      clock = state.run_at_ms;
+    }
+
+    expect(attempts).toHaveLength(policy.maxAttempts);
+    expect(attempts.map((ctx) => ctx.attempt)).toEqual(Array.from({ length: policy.maxAttempts }, (_, i) => i + 1));
+    expect(delays).toHaveLength(policy.maxAttempts - 1);
+    delays.forEach((delay, index) => {
+      const nominal = Math.min(policy.capMs, policy.baseMs * 2 ** index);
+      expect(delay).toBeGreaterThanOrEqual(Math.floor(nominal * 0.9));
+      expect(delay).toBeLessThanOrEqual(Math.ceil(nominal * 1.1));
+    });
+    const final = await jobState(ledger, id);
+    expect(final).toMatchObject({ status: "failed", attempts: policy.maxAttempts, max_attempts: policy.maxAttempts, locked_by: null });
+    expect(final.last_error).toContain("downstream said no");
+    expect(finished).toEqual([...Array(policy.maxAttempts - 1).fill("retry"), "panicked"]);
+  });
+
+  it("uses the injected random for jitter and honours custom policies", async () => {
+    const attempts: number[] = [];
+    const job = defineJob({
+      name: "custom-policy",
+      retry: { maxAttempts: 3, delayMs: (attempt) => attempt * 7_000 },
+      run: (_p, ctx) => {
+        attempts.push(ctx.attempt);
+        throw new Error("no");
+      },
+    });
+    const ledger = await open([job]);
+    const { id } = await ledger.enqueue(job);
+    let clock = Math.floor(await databaseNowMs(ledger)) + 1_000;
+    const delays: number[] = [];
+    for (let pass = 0; pass < 3; pass += 1) {
+      await ledger.work({ once: true, clock: () => new Date(clock), random: () => 1 });
+      const state = await jobState(ledger, id);
+      if (state.status !== "queued") break;
+      delays.push(state.run_at_ms - clock);
+      clock = state.run_at_ms;
+    }
+    expect(delays).toEqual([7_000, 14_000]);
+    expect(attempts).toEqual([1, 2, 3]);
+    expect((await jobState(ledger, id)).status).toBe("failed");
+  });
+
+  it("fails a maintenance job after its one attempt, and a NonRetryableError at once", async () => {
+    const maintenance = recordingJob("maintenance.fails", { retry: "maintenance", behave: fail });
+    const fatal = recordingJob("entity.fatal", {
+      behave: () => {
+        throw new NonRetryableError("the account is gone");
+      },
+    });
+    const ledger = await open([maintenance.job, fatal.job]);
+    const a = await ledger.enqueue(maintenance.job);
+    const b = await ledger.enqueue(fatal.job);
+    const summary = await ledger.work({ once: true });
+    expect(summary).toMatchObject({ claimed: 2, failed: 2, retried: 0 });
+    expect(maintenance.attempts).toHaveLength(1);
+    expect(fatal.attempts).toHaveLength(1);
+    expect(await jobState(ledger, a.id)).toMatchObject({ status: "failed", attempts: 1, max_attempts: 1 });
+    const fatalRow = await jobState(ledger, b.id);
+    expect(fatalRow).toMatchObject({ status: "failed", attempts: 1, max_attempts: 5 });
+    expect(fatalRow.last_error).toContain("NonRetryableError [non_retryable]: the account is gone");
+  });
+
+  it("ends skip and noop outcomes as succeeded with their outcome, without retrying", async () => {
+    const skipping = recordingJob("outcome.skip", { behave: () => skip("nothing to send") });
+    const noopping = recordingJob("outcome.noop", { behave: () => noop() });
+    const plain = recordingJob("outcome.plain", { behave: () => undefined });
+    const statuses: string[] = [];
+    const ledger = await open([skipping.job, noopping.job, plain.job], { hooks: { jobFinished: (e) => statuses.push(e.status) } });
+    const ids = await ledger.enqueueMany([{ job: skipping.job }, { job: noopping.job }, { job: plain.job }]);
+    const summary = await ledger.work({ once: true });
+    expect(summary).toMatchObject({ claimed: 3, skipped: 1, noop: 1, succeeded: 1, retried: 0, failed: 0 });
+    const states = await Promise.all(ids.map((job) => jobState(ledger, job.id)));
+    expect(states.map((s) => [s.status, s.outcome, s.attempts])).toEqual([
+      ["succeeded", "skip", 1],
+      ["succeeded", "noop", 1],
+      ["succeeded", null, 1],
+    ]);
+    expect(statuses.sort()).toEqual(["done", "noop", "skip"]);
+    expect(skipping.attempts.length + noopping.attempts.length).toBe(2);
+  });
+
+  it("fails a job this worker does not know terminally, naming it and JobNotRegisteredError", async () => {
+    const ghost = defineJob({ name: "reports.ghost", run: () => {} });
+    const known = recordingJob("reports.known", { behave: () => undefined });
+    const producer = await open([ghost, known.job]);
+    const { id } = await producer.enqueue(ghost);
+    await producer.enqueue(known.job);
+    const worker = await open([known.job]);
+    const summary = await worker.work({ once: true });
+    expect(summary).toMatchObject({ claimed: 2, failed: 1, succeeded: 1 });
+    const row = await jobState(worker, id);
+    expect(row.status).toBe("failed");
+    expect(row.attempts).toBe(1);
+    expect(row.last_error).toContain("JobNotRegisteredError");
+    expect(row.last_error).toContain('"reports.ghost"');
+  });
+
+  it("fails a stored payload that no longer parses terminally with a clear message, and passes parsed payloads", async () => {
+    const seen: unknown[] = [];
+    const typed = defineJob({
+      name: "typed.payload",
+      payload: z.object({ count: z.coerce.number() }),
+      run: (payload) => {
+        seen.push(payload);
+      },
+    });
+    const ledger = await open([typed]);
+    await ledger.enqueue(typed, { count: 3 });
+    const [bad] = await rows<{ id: number }>(
+      ledger,
+      sql`insert into cronledger.jobs (job_name, payload, max_attempts) values ('typed.payload', '{"count": "many"}', 5) returning id::float8 as id`,
+    );
+    const summary = await ledger.work({ once: true });
+    expect(summary).toMatchObject({ succeeded: 1, failed: 1, retried: 0 });
+    expect(seen).toEqual([{ count: 3 }]);
+    const row = await jobState(ledger, bad?.id ?? -1);
+    expect(row).toMatchObject({ status: "failed", attempts: 1 });
+    expect(row.last_error).toContain("InvalidStoredJobError [invalid_stored_input]");
+    expect(row.last_error).toContain("count");
+  });
+
+  it("aborts the signal at the timeout and counts it as a failed attempt", async () => {
+    let abortedWith: unknown;
+    const slow = recordingJob("slow.job", {
+      retry: "probe",
+      timeout: 50,
+      behave: (ctx) =>
+        new Promise((_, reject) =>
+          ctx.signal.addEventListener("abort", () => {
+            abortedWith = ctx.signal.reason;
+            reject(new Error("aborted"));
+          }),
+        ),
+    });
+    const ledger = await open([slow.job]);
+    const { id } = await ledger.enqueue(slow.job);
+    const summary = await ledger.work({ once: true });
+    expect(summary.retried).toBe(1);
+    expect((abortedWith as Error).name).toBe("JobTimeoutError");
+    const row = await jobState(ledger, id);
+    expect(row).toMatchObject({ status: "queued", attempts: 1 });
+    expect(row.last_error).toContain("JobTimeoutError [job_timeout]");
+  });
+
+  it("gives handlers their context and runs lower priority values first", async () => {
+    const order: number[] = [];
+    const contexts: JobContext[] = [];
+    const job = defineJob({
+      name: "ordered",
+      payload: z.object({ n: z.number() }),
+      run: (payload, ctx) => {
+        order.push(payload.n);
+        contexts.push(ctx);
+      },
+    });
+    const ledger = await open([job]);
+    await ledger.enqueueMany([
+      { job, payload: { n: 3 }, options: { priority: 5 } },
+      { job, payload: { n: 1 }, options: { priority: -1 } },
+      { job, payload: { n: 2 }, options: { priority: 0 } },
+    ]);
+    await ledger.work({ once: true, concurrency: 1 });
+    expect(order).toEqual([1, 2, 3]);
+    expect(contexts[0]).toMatchObject({ jobName: "ordered", attempt: 1, maxAttempts: 5, scheduledFor: null });
+    expect(typeof contexts[0]?.jobId).toBe("number");
+    expect(contexts[0]?.signal.aborted).toBe(false);
+  });
+
+  it("stores errors redacted", async () => {
+    const leaky = recordingJob("leaky", {
+      retry: "maintenance",
+      behave: () => {
+        throw new Error('request failed: Authorization: Bearer abc123 {"password": "hunter2"}');
+      },
+    });
+    const ledger = await open([leaky.job]);
+    const { id } = await ledger.enqueue(leaky.job);
+    await ledger.work({ once: true });
+    const row = await jobState(ledger, id);
+    expect(row.last_error).not.toContain("abc123");
+    expect(row.last_error).not.toContain("hunter2");
+  });
+
+  it("reaps a job whose heartbeat went stale: back to the queue with attempts left, failed without", async () => {
+    const job = defineJob({ name: "reaped", run: () => {} });
+    const once = defineJob({ name: "reaped.once", retry: "maintenance", run: () => {} });
+    const ledger = await open([job, once], { lease: "30s" });
+    const a = await ledger.enqueue(job);
+    const b = await ledger.enqueue(once);
+    // What a worker that died mid-job leaves behind.
+    await rows(ledger, sql`update cronledger.jobs set status = 'running', attempts = 1, locked_by = 'dead-host:1:abc', heartbeat_at = now() - interval '10 seconds'`);
+    expect(await ledger.reap()).toEqual({ requeued: 0, failed: 0 });
+    const later = new Date((await databaseNowMs(ledger)) + 25_000);
+    expect(await ledger.reap({ now: later })).toEqual({ requeued: 1, failed: 1 });
+    const requeued = await jobState(ledger, a.id);
+    expect(requeued).toMatchObject({ status: "queued", attempts: 1, locked_by: null });
+    expect(requeued.last_error).toContain("dead-host:1:abc stopped heartbeating");
+    const failed = await jobState(ledger, b.id);
+    expect(failed.status).toBe("failed");
+    expect(failed.last_error).toContain("no attempts left");
+    expect(await ledger.work({ once: true })).toMatchObject({ succeeded: 1 });
+  });
+
+  it("prunes finished jobs older than their retention, each status on its own clock, in batches", async () => {
+    const job = defineJob({ name: "old.job", run: () => {} });
+    const pruned: number[] = [];
+    const ledger = await open([job], {
+      chores: { retention: { succeeded: "1d", failed: "3d", batchSize: 2 } },
+      hooks: { pruned: (event) => event.table === "jobs" && pruned.push(event.rows) },
+    });
+    await rows(
+      ledger,
+      sql`insert into cronledger.jobs (job_name, status, finished_at)
+          select 'old.job', s, now() - (d || ' hours')::interval
+          from (values ('succeeded', 48), ('succeeded', 47), ('succeeded', 30), ('succeeded', 2),
+                       ('failed', 48), ('failed', 80), ('queued', 0)) as v(s, d)`,
+    );
+    const result = await ledger.prune();
+    expect(result.jobRows).toBe(4);
+    expect(pruned).toEqual([4]);
+    const left = await rows<{ status: string; n: number }>(ledger, sql`select status, count(*)::int as n from cronledger.jobs group by status order by status`);
+    expect(left).toEqual([
+      { status: "failed", n: 1 },
+      { status: "queued", n: 1 },
+      { status: "succeeded", n: 1 },
+    ]);
+  });
+
+  it("returns an aborted job to the queue on stop without counting the attempt, and keeps finished ones", async () => {
+    let started!: () => void;
+    const running = new Promise<void>((resolve) => (started = resolve));
+    let sawAbort = false;
+    const quick = recordingJob("stop.quick", { behave: () => undefined });
+    const stuck = recordingJob("stop.stuck", {
+      behave: (ctx) =>
+        new Promise((_, reject) => {
+          started();
+          ctx.signal.addEventListener("abort", () => {
+            sawAbort = true;
+            reject(ctx.signal.reason);
+          });
+        }),
+    });
+    const ledger = await open([quick.job, stuck.job]);
+    const [q, s] = await ledger.enqueueMany([{ job: quick.job }, { job: stuck.job }]);
+    const working = ledger.work({ pollInterval: "1m", gracePeriod: 100 });
+    await running;
+    await ledger.stop();
+    const summary = await working;
+    expect(sawAbort).toBe(true);
+    expect(summary).toMatchObject({ succeeded: 1, returned: 1 });
+    expect(await jobState(ledger, q?.id ?? -1)).toMatchObject({ status: "succeeded", attempts: 1 });
+    expect(await jobState(ledger, s?.id ?? -1)).toMatchObject({ status: "queued", attempts: 0, locked_by: null });
+  });
+
+  it("runs the chores as ledger entries when they are enabled", async () => {
+    const ledger = await open([], { chores: true });
+    const now = await databaseNowMs(ledger);
+    const later = new Date(now + 3_600_000 + 1_000);
+    await ledger.tick({ now: new Date(now) });
+    const report = await ledger.tick({ now: later });
+    expect(report.enqueued.map((e) => e.jobName).sort()).toEqual([PRUNE_JOB, REAP_JOB]);
+    const queues = await rows<{ queue: string }>(ledger, sql`select distinct queue from cronledger.jobs`);
+    expect(queues).toEqual([{ queue: CHORE_QUEUE }]);
+    expect(await ledger.work({ once: true, clock: () => later })).toMatchObject({ claimed: 2, succeeded: 2 });
+  });
+});
+
+describe("worker wake-up", () => {
+  let store: TestStore | undefined;
+  afterEach(async () => {
+    await store?.dispose();
+  });
+
+  it("wakes an idle worker through LISTEN/NOTIFY well before its poll interval", async () => {
+    store = await createTestStore("postgres", "worker_listen");
+    let ran!: (at: number) => void;
+    const done = new Promise<number>((resolve) => (ran = resolve));
+    const job = defineJob({ name: "wake.me", run: () => ran(performance.now()) });
+    const ledger = await store.open({ jobs: [job], chores: false });
+    const working = ledger.work({ pollInterval: "10m" });
+    // The first claim finds nothing; what follows must come from the notification.
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const enqueuedAt = performance.now();
+    await ledger.enqueue(job);
+    const ranAt = await done;
+    expect(ranAt - enqueuedAt).toBeLessThan(5_000);
+    await ledger.stop();
+    expect(await working).toMatchObject({ succeeded: 1 });
+  });
+});
