@@ -132,7 +132,15 @@ export class Cronledger {
 
   /** Applies cronledger's migrations under an advisory lock; safe to call from every replica at boot. */
   async migrate(): Promise<{ applied: number }> {
-    return migrateDatabase(this.database);
+    try {
+      const result = await migrateDatabase(this.database);
+      this.events.initFailure(false);
+      return result;
+    } catch (error) {
+      // cronledger_init_failure: a replica that cannot migrate (database down, migration broken) is alertable before any job is late.
+      this.events.initFailure(true);
+      throw error;
+    }
   }
 
   async enqueue<S extends z.ZodType>(job: JobReference<S>, payload?: z.input<S>, options?: EnqueueOptions): Promise<EnqueuedJob> {

@@ -1,7 +1,11 @@
 import { Registry } from "prom-client";
 import { describe, expect, it } from "vitest";
 import { createMetrics, OTHER_JOB_TYPE } from "../src/admin/metrics.js";
+import { createCronledger } from "../src/cronledger.js";
+import { silentLogger } from "../src/log.js";
 import type { TickReport } from "../src/schedule/tick.js";
+import { createTestDatabase, serverUrl } from "./support/database.js";
+import { withDatabase } from "./support/postgres-url.js";
 import { parseExposition } from "./support/prometheus.js";
 
 const slot = { identity: "a|", key: "default|a|", jobName: "a", slot: new Date(0) };
@@ -84,5 +88,33 @@ describe("createMetrics", () => {
     second.hooks.jobStarted?.({ jobId: 2, jobName: "b", attempt: 1 });
     const exposition = parseExposition(await registry.metrics());
     expect(exposition.value("cronledger_jobs_total", { status: "started" })).toBe(2);
+  });
+});
+
+describe("cronledger_init_failure", () => {
+  it("is 1 after migrate() fails and 0 again once it succeeds", async () => {
+    const broken = createCronledger({ database: { url: withDatabase(serverUrl(), "cl_test_does_not_exist"), poolSize: 2 }, logger: silentLogger });
+    try {
+      await expect(broken.migrate()).rejects.toThrow();
+      expect(parseExposition((await broken.metrics?.registry.metrics()) ?? "").value("cronledger_init_failure")).toBe(1);
+    } finally {
+      await broken.close();
+    }
+    const database = await createTestDatabase(import.meta.url);
+    const working = createCronledger({ database: { url: database.url, poolSize: 2 }, logger: silentLogger, metrics: { registry: new Registry() } });
+    try {
+      working.events.initFailure(true);
+      await working.migrate();
+      expect(parseExposition((await working.metrics?.registry.metrics()) ?? "").value("cronledger_init_failure")).toBe(0);
+    } finally {
+      await working.close();
+      await database.drop();
+    }
+  });
+
+  it("can be turned off", async () => {
+    const ledger = createCronledger({ database: "memory://", logger: silentLogger, metrics: false });
+    expect(ledger.metrics).toBeNull();
+    await ledger.close();
   });
 });
