@@ -113,7 +113,7 @@ describe("cronledger_init_failure", () => {
   });
 
   it("can be turned off", async () => {
-    const ledger = createCronledger({ database: "memory://", logger: silentLogger, metrics: false });
+    const ledger = createCronledger({ database: withDatabase(serverUrl(), "cl_test_never_opened"), logger: silentLogger, metrics: false });
     expect(ledger.metrics).toBeNull();
     await ledger.close();
   });
