@@ -11,15 +11,19 @@ const ENTRIES = 50;
 const SLOTS = 200;
 const FIXTURE = new URL("./fixtures/tick-process.ts", import.meta.url).pathname;
 
-function runProcess(args: string[], env: Record<string, string>): Promise<void> {
+function runProcess(args: string[], env: Record<string, string>): Promise<{ lostRace: number }> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, ["--import", "tsx", FIXTURE, ...args], {
       env: { ...process.env, ...env },
-      stdio: ["ignore", "ignore", "pipe"],
+      stdio: ["ignore", "pipe", "pipe"],
     });
+    let stdout = "";
     let stderr = "";
+    child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
     child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
-    child.on("exit", (code) => (code === 0 ? resolve() : reject(new Error(`tick process exited ${code}: ${stderr}`))));
+    child.on("exit", (code) =>
+      code === 0 ? resolve(JSON.parse(stdout.trim()) as { lostRace: number }) : reject(new Error(`tick process exited ${code}: ${stderr}`)),
+    );
   });
 }
 
@@ -77,8 +81,9 @@ describe("exactly once per slot under concurrency", () => {
       await query(ledger.database.db, sql`create table if not exists tick_progress (worker int primary key, slot int not null)`);
       await query(ledger.database.db, sql`insert into tick_progress select g, -1 from generate_series(0, 3) g`);
       const env = { DATABASE_URL: database.url, ENTRIES: String(ENTRIES), SLOTS: String(SLOTS) };
-      await Promise.all([0, 1, 2, 3].map((worker) => runProcess(["lockstep"], { ...env, WORKER: String(worker) })));
+      const results = await Promise.all([0, 1, 2, 3].map((worker) => runProcess(["lockstep"], { ...env, WORKER: String(worker) })));
       await assertOneJobPerEntryAndSlot(ledger);
+      expect(results.reduce((sum, result) => sum + result.lostRace, 0)).toBeGreaterThan(0);
     } finally {
       await ledger.close();
     }

@@ -41,9 +41,12 @@ describe("a tick that dies between claim and commit", () => {
     return rows.map((row) => row.ms);
   }
 
-  async function blockedInsertPid(): Promise<number> {
+  /** Polls through the lock holder's own transaction: the locker has only that one connection. */
+  async function blockedInsertPid(lockTx: postgres.TransactionSql): Promise<number> {
     for (let attempt = 0; attempt < 500; attempt += 1) {
-      const [row] = await locker<{ pid: number }[]>`
+      // Statistics views are snapshotted once per transaction unless cleared.
+      await lockTx`select pg_stat_clear_snapshot()`;
+      const [row] = await lockTx<{ pid: number }[]>`
         select pid from pg_stat_activity
         where datname = current_database() and wait_event_type = 'Lock' and query ilike '%insert into cronledger.jobs%'`;
       if (row) return row.pid;
@@ -74,7 +77,7 @@ describe("a tick that dies between claim and commit", () => {
         stdio: ["ignore", "pipe", "pipe"],
       });
       const exited = new Promise<NodeJS.Signals | null>((resolve) => child.on("exit", (_code, signal) => resolve(signal)));
-      const pid = await blockedInsertPid();
+      const pid = await blockedInsertPid(lockTx);
       child.kill("SIGKILL");
       expect(await exited).toBe("SIGKILL");
       // Release the lock inside the doomed backend's wait: it finds its client gone and rolls back.
@@ -99,7 +102,7 @@ describe("a tick that dies between claim and commit", () => {
     const report = await locker.begin(async (lockTx) => {
       await lockTx`lock table cronledger.jobs in access exclusive mode`;
       const pass = ledger.tick({ now: new Date(t1 + 100) });
-      const pid = await blockedInsertPid();
+      const pid = await blockedInsertPid(lockTx);
       await lockTx`select pg_terminate_backend(${pid})`;
       observed = await ledgerValues();
       // The retry blocks on the same lock until this transaction ends.

@@ -113,22 +113,21 @@ describe.each(BACKENDS)("tick on %s", (backend) => {
   });
 
   it("does not fire a long-gone slot for an entry removed and re-added 48 hours later", async () => {
-    const schedule = defineSchedule([{ job: rollup, cron: "0 * * * *" }]);
+    // Weekly on Mondays at 10:00; T0 is such a Monday.
+    const schedule = defineSchedule([{ job: rollup, cron: "0 10 * * 1" }]);
     const ledger = await open(schedule);
     await ledger.tick({ now: at(0) });
-    await ledger.tick({ now: at(HOUR) });
-    expect(await jobCount(ledger)).toBe(1);
 
     const without = await store.open({ jobs: JOBS, schedule: [] });
-    await without.tick({ now: at(2 * HOUR) });
+    await without.tick({ now: at(7 * 24 * HOUR + MINUTE) });
 
     const readded = await store.open({ jobs: JOBS, schedule });
-    const report = await readded.tick({ now: at(49 * HOUR + 30 * MINUTE) });
+    const report = await readded.tick({ now: at(9 * 24 * HOUR) });
     expect(report.enqueued).toHaveLength(0);
-    expect(report.skippedStale).toHaveLength(1);
-    expect(await jobCount(ledger)).toBe(1);
-    const next = await readded.tick({ now: at(50 * HOUR) });
-    expect(next.enqueued.map((outcome) => outcome.slot.toISOString())).toEqual(["2026-03-04T12:00:00.000Z"]);
+    expect(report.skippedStale.map((outcome) => outcome.slot.toISOString())).toEqual(["2026-03-09T10:00:00.000Z"]);
+    expect(await jobCount(ledger)).toBe(0);
+    const next = await readded.tick({ now: at(14 * 24 * HOUR + 1_000) });
+    expect(next.enqueued.map((outcome) => outcome.slot.toISOString())).toEqual(["2026-03-16T10:00:00.000Z"]);
   });
 
   it("stops a removed entry with nothing pending, and the prune chore deletes its ledger row", async () => {

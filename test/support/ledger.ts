@@ -1,6 +1,7 @@
 import { sql } from "drizzle-orm";
 import { createCronledger, type Cronledger, type CronledgerOptions } from "../../src/cronledger.js";
-import { query } from "../../src/db/connection.js";
+import { openDatabase, query, type Database } from "../../src/db/connection.js";
+import { migrateDatabase } from "../../src/db/migrate.js";
 import { silentLogger } from "../../src/log.js";
 import { createTestDatabase } from "./database.js";
 
@@ -38,24 +39,24 @@ export async function createTestStore(backend: Backend, label: string): Promise<
       },
     };
   }
-  // PGlite is one in-process database: later ledgers reuse the first one's connection.
-  let first: Cronledger | undefined;
+  // Booting PGlite costs seconds, so a test file keeps one migrated instance and empties it per store.
+  embedded ??= (async () => {
+    const database = openDatabase("memory://");
+    await migrateDatabase(database);
+    return database;
+  })();
+  const database = await embedded;
+  await query(database.db, sql`truncate cronledger.jobs, cronledger.schedule_state`);
   return {
     backend,
     async open(options = {}) {
-      const ledger = createCronledger({ logger: silentLogger, ...options, database: first?.database ?? "memory://" });
-      if (!first) {
-        first = ledger;
-        await ledger.migrate();
-      }
-      opened.push(ledger);
-      return ledger;
+      return createCronledger({ logger: silentLogger, ...options, database });
     },
-    async dispose() {
-      await first?.close();
-    },
+    async dispose() {},
   };
 }
+
+let embedded: Promise<Database> | undefined;
 
 export async function rows<T>(ledger: Cronledger, statement: ReturnType<typeof sql>): Promise<T[]> {
   return query<T>(ledger.database.db, statement);
