@@ -1,6 +1,9 @@
 // The public face of cronledger: everything an application imports.
 export { createCronledger, Cronledger } from "./cronledger.js";
 export type { CronledgerOptions, EntryStatus, SchedulerStatus } from "./cronledger.js";
+export { defineConfig } from "./config.js";
+export type { CronledgerConfig } from "./config.js";
+export type { DatabaseSetting } from "./db/connection.js";
 export { defineJob, skip, noop } from "./jobs/define-job.js";
 export type { JobContext, JobDefinition, JobOptions, JobOutcome, JobResult } from "./jobs/define-job.js";
 export { RETRY_CLASSES, retryDelayMs } from "./jobs/retry.js";

@@ -2,6 +2,7 @@ import { z } from "zod";
 import { parseDuration } from "../duration.js";
 import { CronledgerError, ScheduleValidationError, type ScheduleProblem } from "../errors.js";
 import { describeIssues, isJobDefinition, type JobDefinition } from "../jobs/define-job.js";
+import { closest } from "../suggest.js";
 import { assertTimezone, parseCron, type ParsedCron } from "./cron.js";
 import { entryIdentity, ledgerKey } from "./identity.js";
 import { slotCalendar, type SlotCalendar } from "./slot-calendar.js";
@@ -36,15 +37,19 @@ export interface ResolveOptions {
   readonly now?: Date;
 }
 
-const durationSchema = z.union([z.number(), z.string()]);
-const entryShape = z.object(
+const durationSchema = z.union([z.number(), z.string()], { error: 'must be a duration such as "30s" or a number of milliseconds' });
+// Strict: a misspelt field (`timeZone`, `tz`) must not silently leave the entry on UTC.
+const entryShape = z.strictObject(
   {
-    job: z.union([z.string().min(1), z.custom<JobDefinition>(isJobDefinition, "must be a defineJob() result or a job name")]),
-    cron: z.string({ error: "cron must be a string" }),
-    timezone: z.string().min(1).optional(),
+    job: z.union([z.string().min(1), z.custom<JobDefinition>(isJobDefinition)], {
+      error: "job must be a defineJob() result or the name of a registered job",
+    }),
+    cron: z.string({ error: 'cron must be a string such as "*/15 * * * *"' }),
+    // An empty timezone is reported as invalid_timezone by assertTimezone, with its hint.
+    timezone: z.string({ error: 'timezone must be a string such as "Europe/Berlin"' }).optional(),
     key: z
       .string()
-      .min(1)
+      .min(1, "key must not be empty; omit it instead")
       .refine((key) => !key.includes("|"), "key must not contain '|'")
       .optional(),
     payload: z.unknown().optional(),
@@ -55,6 +60,24 @@ const entryShape = z.object(
   },
   { error: "each entry must be an object like { job, cron }" },
 );
+const ENTRY_FIELDS = Object.keys(entryShape.shape);
+
+/** Zod issues of the entry shape as "field: problem", with a hint for misspelt field names. */
+function describeShapeIssues(error: z.ZodError): string {
+  return error.issues
+    .map((issue) => {
+      if (issue.code === "unrecognized_keys") {
+        return issue.keys
+          .map((key) => {
+            const hint = closest(key, ENTRY_FIELDS);
+            return `unknown field "${key}" (${hint ? `did you mean "${hint}"?` : `entries take ${ENTRY_FIELDS.join(", ")}`})`;
+          })
+          .join("; ");
+      }
+      return issue.path.length === 0 ? issue.message : `${issue.path.join(".")}: ${issue.message}`;
+    })
+    .join("; ");
+}
 
 function describe(index: number, jobName: string | undefined): string {
   return `schedule[${index}]${jobName ? ` (${jobName})` : ""}`;
@@ -94,7 +117,7 @@ export function resolveSchedule(
 
     const shape = entryShape.safeParse(raw);
     if (!shape.success) {
-      report("invalid_entry", `${describeIssues(shape.error).join("; ")}.`);
+      report("invalid_entry", `${describeShapeIssues(shape.error)}.`);
       return;
     }
     const entry = shape.data;
@@ -165,7 +188,7 @@ export function resolveSchedule(
     if (jitterMs > 0 && jitterMs >= calendar.shortestGapMs()) {
       report(
         "invalid_jitter",
-        `jitter ${jitterMs} ms must be shorter than the shortest gap between slots (${calendar.shortestGapMs()} ms); lower it.`,
+        `jitter ${readableMs(jitterMs)} must be shorter than the shortest gap between this entry's slots (${readableMs(calendar.shortestGapMs())}), or a slot could fire after the next one; lower it.`,
         identity,
       );
       return;
@@ -184,7 +207,12 @@ export function resolveSchedule(
 
     const firstSlot = cron.neverMatches ? null : calendar.nextMs(nowMs);
     if (firstSlot === null || firstSlot > nowMs + NEVER_MATCHES_HORIZON_MS) {
-      report("never_matches", `cron "${entry.cron}" has no slot in the next 5 years in ${timezone}; it will never fire.`, identity, "warning");
+      report(
+        "never_matches",
+        `cron "${entry.cron}" has no slot in the next 5 years in ${timezone}${firstSlot === null ? "" : ` (the first is ${new Date(firstSlot).toISOString()})`}, so it will never fire in practice; check its day fields against its months, or remove the entry.`,
+        identity,
+        "warning",
+      );
     }
 
     resolved.push({
@@ -206,6 +234,13 @@ export function resolveSchedule(
     });
   });
   return { entries: resolved, problems };
+}
+
+/** "90s", "2m", "1d": durations as a user would write them in the entry. */
+function readableMs(ms: number): string {
+  const units: readonly [string, number][] = [["d", 86_400_000], ["h", 3_600_000], ["m", 60_000], ["s", 1_000]];
+  const unit = units.find(([, size]) => ms >= size && ms % size === 0);
+  return unit ? `${ms / unit[1]}${unit[0]}` : `${ms}ms`;
 }
 
 function messageOf(error: unknown): string {

@@ -1,0 +1,80 @@
+import { CronledgerError } from "../errors.js";
+import { closest } from "../suggest.js";
+
+export interface OptionSpec {
+  /** Long name without the dashes. */
+  readonly name: string;
+  readonly type: "string" | "boolean";
+  /** Placeholder shown in help for string options, e.g. "<file>". */
+  readonly value?: string;
+  readonly description: string;
+}
+
+/** The command line cannot be understood; the message says what was expected. Exit status 2. */
+export class UsageError extends CronledgerError {
+  constructor(message: string) {
+    super("usage_error", message);
+  }
+}
+
+export interface ParsedArgs {
+  readonly help: boolean;
+  string(name: string): string | undefined;
+  boolean(name: string): boolean;
+}
+
+/**
+ * Parses `--name value`, `--name=value`, boolean `--name`, and `-h`/`--help`.
+ * Anything else (an unknown flag, a stray argument, a missing value) is a
+ * UsageError naming the command, so the user never gets a silently ignored typo.
+ */
+export function parseArgs(argv: readonly string[], specs: readonly OptionSpec[], command: string): ParsedArgs {
+  const strings = new Map<string, string>();
+  const booleans = new Set<string>();
+  let help = false;
+  for (let index = 0; index < argv.length; index++) {
+    const arg = argv[index] ?? "";
+    if (arg === "-h" || arg === "--help") {
+      help = true;
+      continue;
+    }
+    if (!arg.startsWith("--")) {
+      throw new UsageError(`\`cronledger ${command}\` takes no argument ${JSON.stringify(arg)}; options start with --.`);
+    }
+    const equals = arg.indexOf("=");
+    const name = arg.slice(2, equals === -1 ? undefined : equals);
+    const spec = specs.find((candidate) => candidate.name === name);
+    if (spec === undefined) {
+      const hint = closest(name, [...specs.map((candidate) => candidate.name), "help"]);
+      throw new UsageError(
+        `Unknown option --${name} for \`cronledger ${command}\`.${hint ? ` Did you mean --${hint}?` : ""} See \`cronledger ${command} --help\`.`,
+      );
+    }
+    if (spec.type === "boolean") {
+      if (equals !== -1) throw new UsageError(`--${name} is a switch and takes no value; write just --${name}.`);
+      booleans.add(name);
+      continue;
+    }
+    const value = equals === -1 ? argv[++index] : arg.slice(equals + 1);
+    if (value === undefined || value === "" || (equals === -1 && value.startsWith("--"))) {
+      throw new UsageError(`--${name} needs a value: --${name} ${spec.value ?? "<value>"}.`);
+    }
+    strings.set(name, value);
+  }
+  return {
+    help,
+    string: (name) => strings.get(name),
+    boolean: (name) => booleans.has(name),
+  };
+}
+
+/** A positive integer option, or undefined when absent. */
+export function integerOption(args: ParsedArgs, name: string, min: number, max: number): number | undefined {
+  const raw = args.string(name);
+  if (raw === undefined) return undefined;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < min || value > max) {
+    throw new UsageError(`--${name} must be a whole number from ${min} to ${max} (got ${JSON.stringify(raw)}).`);
+  }
+  return value;
+}

@@ -1,0 +1,17 @@
+import { CONFIG_OPTION, type Command } from "../command.js";
+import { withLedger } from "../open-ledger.js";
+
+export const migrate: Command = {
+  name: "migrate",
+  summary: "apply cronledger's migrations (idempotent, safe from several replicas at once)",
+  details:
+    "The database is the config's `database`, else DATABASE_URL, else the embedded PGlite database in ./.cronledger.\n" +
+    "Runs under an advisory lock with cronledger's own migration journal; the schedule is not needed.",
+  options: [CONFIG_OPTION],
+  run: (args, io) =>
+    withLedger(args, io, "database", async (ledger) => {
+      const { applied } = await ledger.migrate();
+      io.stdout(applied === 0 ? `Database is up to date (${ledger.database.label}).` : `Applied ${applied} migration${applied === 1 ? "" : "s"} to ${ledger.database.label}.`);
+      return 0;
+    }),
+};

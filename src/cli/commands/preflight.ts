@@ -1,0 +1,96 @@
+import { relative } from "node:path";
+import type { ScheduleProblem } from "../../errors.js";
+import { CronledgerError } from "../../errors.js";
+import { validateSchedule } from "../../schedule/validate.js";
+import { UsageError, type ParsedArgs } from "../args.js";
+import { CONFIG_OPTION, JSON_OPTION, type CliIO, type Command } from "../command.js";
+import { loadConfig, requireConfigFile } from "../load-config.js";
+
+type Format = "text" | "json" | "github";
+const FORMATS: readonly Format[] = ["text", "json", "github"];
+
+export const preflight: Command = {
+  name: "preflight",
+  summary: "check the config and schedule without touching any database (for CI)",
+  details:
+    "Loads the config file, validates every schedule entry and reports every problem at once, each with its code and\n" +
+    "position. Exit status 1 when there are errors, 0 when there are none (warnings such as never_matches do not fail).",
+  options: [
+    CONFIG_OPTION,
+    JSON_OPTION,
+    { name: "format", type: "string", value: "<text|json|github>", description: "output format; github prints ::error / ::warning annotations" },
+  ],
+  async run(args, io) {
+    const format = formatOf(args);
+    const file = requireConfigFile(args, io);
+    const shownFile = relative(io.cwd, file) || file;
+    let problems: ScheduleProblem[];
+    let entries: number;
+    try {
+      const config = await loadConfig(file);
+      entries = config.schedule?.length ?? 0;
+      problems = validateSchedule(config.schedule ?? [], config.jobs, { namespace: config.namespace });
+    } catch (error) {
+      // CI reads the annotation or the JSON, so a config that does not load is reported there too.
+      if (format === "text" || !(error instanceof CronledgerError)) throw error;
+      if (format === "json") io.stdout(JSON.stringify({ ok: false, config: shownFile, error: { code: error.code, message: error.message } }, null, 2));
+      else io.stdout(annotation("error", shownFile, `cronledger ${error.code}`, error.message));
+      return 1;
+    }
+    const errors = problems.filter((problem) => problem.severity === "error").length;
+    const warnings = problems.length - errors;
+    const summary = { config: shownFile, entries, errors, warnings };
+    if (format === "json") io.stdout(JSON.stringify({ ok: errors === 0, ...summary, problems }, null, 2));
+    else if (format === "github") printGithub(io, shownFile, problems, summary);
+    else printText(io, problems, summary);
+    return errors > 0 ? 1 : 0;
+  },
+};
+
+function formatOf(args: ParsedArgs): Format {
+  const format = args.string("format");
+  if (args.boolean("json") && format !== undefined && format !== "json") {
+    throw new UsageError(`--json and --format ${format} disagree; pass one of them.`);
+  }
+  if (args.boolean("json")) return "json";
+  if (format === undefined) return "text";
+  const known = FORMATS.find((candidate) => candidate === format);
+  if (known === undefined) throw new UsageError(`--format must be one of ${FORMATS.join(", ")} (got ${JSON.stringify(format)}).`);
+  return known;
+}
+
+interface Summary {
+  readonly config: string;
+  readonly entries: number;
+  readonly errors: number;
+  readonly warnings: number;
+}
+
+function verdict(summary: Summary): string {
+  const counts = `${plural(summary.errors, "error")}, ${plural(summary.warnings, "warning")}`;
+  if (summary.errors > 0) return `cronledger preflight failed: ${counts} in ${plural(summary.entries, "schedule entry", "schedule entries")} of ${summary.config}.`;
+  return `cronledger preflight passed: ${plural(summary.entries, "schedule entry", "schedule entries")} in ${summary.config}, ${counts}.`;
+}
+
+function printText(io: CliIO, problems: readonly ScheduleProblem[], summary: Summary): void {
+  for (const problem of problems) io.stdout(`${problem.severity} [${problem.code}] ${problem.message}`);
+  io.stdout(verdict(summary));
+}
+
+function printGithub(io: CliIO, file: string, problems: readonly ScheduleProblem[], summary: Summary): void {
+  for (const problem of problems) {
+    io.stdout(annotation(problem.severity, file, `cronledger ${problem.code} in schedule[${problem.index}]`, problem.message));
+  }
+  io.stdout(verdict(summary));
+}
+
+/** A GitHub Actions workflow command; its properties and message use the runner's own escaping. */
+function annotation(severity: "error" | "warning", file: string, title: string, message: string): string {
+  const escapeData = (text: string) => text.replace(/%/g, "%25").replace(/\r/g, "%0D").replace(/\n/g, "%0A");
+  const escapeProperty = (text: string) => escapeData(text).replace(/:/g, "%3A").replace(/,/g, "%2C");
+  return `::${severity} file=${escapeProperty(file)},title=${escapeProperty(title)}::${escapeData(message)}`;
+}
+
+function plural(count: number, singular: string, pluralForm = `${singular}s`): string {
+  return `${count} ${count === 1 ? singular : pluralForm}`;
+}

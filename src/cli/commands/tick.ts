@@ -1,0 +1,43 @@
+import type { TickReport } from "../../schedule/tick.js";
+import { UsageError } from "../args.js";
+import { CONFIG_OPTION, JSON_OPTION, type Command } from "../command.js";
+import { assertMigrated, withLedger } from "../open-ledger.js";
+
+export const tick: Command = {
+  name: "tick",
+  summary: "run one scheduler pass now and print what it enqueued",
+  details:
+    "Evaluates every entry at the database clock, enqueues the due slots (exactly once across replicas) and exits.\n" +
+    "The continuous ticker runs inside `cronledger worker`.",
+  options: [
+    CONFIG_OPTION,
+    { name: "once", type: "boolean", description: "run a single pass and exit (required: the continuous ticker is `cronledger worker`)" },
+    JSON_OPTION,
+  ],
+  async run(args, io) {
+    if (!args.boolean("once")) {
+      throw new UsageError("`cronledger tick` runs one pass: pass --once. To tick continuously, run `cronledger worker`.");
+    }
+    return withLedger(args, io, "schedule", async (ledger) => {
+      await assertMigrated(ledger);
+      const report = await ledger.tick();
+      if (args.boolean("json")) io.stdout(JSON.stringify(report, null, 2));
+      else for (const line of describeReport(report)) io.stdout(line);
+      return report.quarantined.length > 0 ? 1 : 0;
+    });
+  },
+};
+
+function describeReport(report: TickReport): string[] {
+  const lines = [
+    `Tick at ${report.now.toISOString()}: ${report.enqueued.length} enqueued, ${report.lostRace.length} lost to another replica, ` +
+      `${report.skippedStale.length} skipped as stale, ${report.quarantined.length} quarantined, ${report.repaired.length} repaired, ` +
+      `${report.created} new ledger rows.`,
+  ];
+  for (const slot of report.enqueued) lines.push(`  enqueued     ${slot.jobName} for ${slot.slot.toISOString()} (job ${slot.jobId ?? "already queued"})`);
+  for (const slot of report.skippedStale) lines.push(`  stale        ${slot.jobName} slot ${slot.slot.toISOString()} is older than its catch-up window`);
+  for (const slot of report.quarantined) lines.push(`  quarantined  ${slot.jobName} for ${slot.slot.toISOString()} in phase ${slot.phase}: ${slot.error}`);
+  for (const fix of report.repaired) lines.push(`  repaired     ${fix.jobName}: ledger value ${fix.from.toISOString()} was in the future, reset to ${fix.to.toISOString()}`);
+  lines.push(`Next fire: ${report.nextFireAt?.toISOString() ?? "none"}.`);
+  return lines;
+}

@@ -1,0 +1,81 @@
+import { readFileSync } from "node:fs";
+import { CronledgerError } from "../errors.js";
+import { closest } from "../suggest.js";
+import { parseArgs, UsageError } from "./args.js";
+import type { CliIO, Command } from "./command.js";
+import { failures } from "./commands/failures.js";
+import { migrate } from "./commands/migrate.js";
+import { preflight } from "./commands/preflight.js";
+import { status } from "./commands/status.js";
+import { tick } from "./commands/tick.js";
+import { worker } from "./commands/worker.js";
+import { commandHelp, mainHelp } from "./help.js";
+
+export const COMMANDS: readonly Command[] = [preflight, migrate, worker, status, failures, tick];
+
+/** How long the process may linger after a command finished, e.g. on a pool a config file opened, before it is ended. */
+const EXIT_GRACE_MS = 2_000;
+
+function version(): string {
+  const manifest = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version?: string };
+  return manifest.version ?? "unknown";
+}
+
+/**
+ * Runs one CLI invocation and resolves to its exit status: 0 success, 1 the
+ * command found problems or failed, 2 the command line itself is wrong.
+ */
+export async function main(argv: readonly string[], io: CliIO): Promise<number> {
+  const [name, ...rest] = argv;
+  if (name === undefined || name === "--help" || name === "-h" || name === "help") {
+    const topic = name === "help" ? COMMANDS.find((command) => command.name === rest[0]) : undefined;
+    const text = topic ? commandHelp(topic) : mainHelp(COMMANDS, version());
+    if (name !== undefined) {
+      io.stdout(text);
+      return 0;
+    }
+    io.stderr(text);
+    return 2;
+  }
+  if (name === "--version" || name === "-v") {
+    io.stdout(version());
+    return 0;
+  }
+  try {
+    const command = COMMANDS.find((candidate) => candidate.name === name);
+    if (command === undefined) {
+      const hint = closest(name, COMMANDS.map((candidate) => candidate.name));
+      throw new UsageError(`Unknown command ${JSON.stringify(name)}.${hint ? ` Did you mean \`cronledger ${hint}\`?` : ""} Run \`cronledger --help\` for the list.`);
+    }
+    const args = parseArgs(rest, command.options, command.name);
+    if (args.help) {
+      io.stdout(commandHelp(command));
+      return 0;
+    }
+    return await command.run(args, io);
+  } catch (error) {
+    if (error instanceof UsageError) {
+      io.stderr(`error: ${error.message}`);
+      return 2;
+    }
+    if (error instanceof CronledgerError) {
+      io.stderr(`error [${error.code}]: ${error.message}`);
+      return 1;
+    }
+    io.stderr(`error: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
+    return 1;
+  }
+}
+
+/** The `cronledger` binary: process arguments and streams, and an exit that does not wait on stray handles. */
+export async function run(): Promise<void> {
+  const code = await main(process.argv.slice(2), {
+    cwd: process.cwd(),
+    env: process.env,
+    stdout: (text) => process.stdout.write(`${text}\n`),
+    stderr: (text) => process.stderr.write(`${text}\n`),
+  });
+  process.exitCode = code;
+  // Unref'd: a clean run exits at once; only a handle left open by user code makes this fire.
+  setTimeout(() => process.exit(code), EXIT_GRACE_MS).unref();
+}

@@ -1,0 +1,256 @@
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { sql } from "drizzle-orm";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createCronledger } from "../src/cronledger.js";
+import { defineJob } from "../src/jobs/define-job.js";
+import { silentLogger } from "../src/log.js";
+import { envWithout, runCli, watch, CLI } from "./support/child.js";
+import { createTestDatabase } from "./support/database.js";
+import { rows } from "./support/ledger.js";
+
+const fixture = (name: string) => fileURLToPath(new URL(`./fixtures/cli/${name}`, import.meta.url));
+const BROKEN = fixture("broken.config.ts");
+const NEVER_MATCHES = fixture("never-matches.config.ts");
+const GOOD_JS = fixture("good.config.mjs");
+const UNREACHABLE = "postgres://nobody:secret@127.0.0.1:1/nowhere";
+
+// Positions and codes of the six broken entries in fixtures/cli/broken-schedule.ts (entries 0 and 1 are good).
+const BROKEN_ENTRIES = [
+  [2, "invalid_cron"],
+  [3, "invalid_timezone"],
+  [4, "unregistered_job"],
+  [5, "invalid_payload"],
+  [6, "duplicate_entry"],
+  [7, "invalid_jitter"],
+] as const;
+
+describe("cronledger preflight", () => {
+  it("reports all six broken entries of a .ts config with their codes and positions, and exits 1", async () => {
+    const result = await runCli(["preflight", "--config", BROKEN]);
+    expect(result.code).toBe(1);
+    const lines = result.stdout.trim().split("\n");
+    const problems = lines.filter((line) => line.startsWith("error ["));
+    expect(problems).toHaveLength(6);
+    BROKEN_ENTRIES.forEach(([index, code], at) => expect(problems[at]).toMatch(new RegExp(`^error \\[${code}\\] schedule\\[${index}\\]`)));
+    expect(result.stdout).toContain('same job and timing as schedule[0]');
+    expect(lines.at(-1)).toMatch(/preflight failed: 6 errors, 0 warnings in 8 schedule entries/);
+  });
+
+  it("lists the same six problems as parseable JSON", async () => {
+    const result = await runCli(["preflight", "--config", BROKEN, "--json"]);
+    expect(result.code).toBe(1);
+    const report = JSON.parse(result.stdout) as { ok: boolean; entries: number; errors: number; problems: { code: string; index: number; severity: string; message: string }[] };
+    expect(report).toMatchObject({ ok: false, entries: 8, errors: 6, warnings: 0 });
+    expect(report.problems.map((problem) => [problem.index, problem.code])).toEqual(BROKEN_ENTRIES.map(([index, code]) => [index, code]));
+    expect(report.problems.every((problem) => problem.severity === "error" && problem.message.length > 0)).toBe(true);
+  });
+
+  it("exits 0 with the warning when never_matches is the only problem", async () => {
+    const result = await runCli(["preflight", "--config", NEVER_MATCHES]);
+    expect(result.code).toBe(0);
+    expect(result.stdout).toMatch(/^warning \[never_matches\] schedule\[1\] \(reports\.rollup\): cron "0 0 30 2 \*" has no slot/m);
+    expect(result.stdout).toMatch(/preflight passed: 2 schedule entries .*0 errors, 1 warning\./);
+  });
+
+  it("prints GitHub annotations with --format github", async () => {
+    const broken = await runCli(["preflight", "--config", BROKEN, "--format", "github"]);
+    expect(broken.code).toBe(1);
+    const annotations = broken.stdout.split("\n").filter((line) => line.startsWith("::"));
+    expect(annotations).toHaveLength(6);
+    expect(annotations[0]).toMatch(/^::error file=test\/fixtures\/cli\/broken\.config\.ts,title=cronledger invalid_cron in schedule\[2\]::schedule\[2\] /);
+
+    const warningOnly = await runCli(["preflight", "--config", NEVER_MATCHES, "--format", "github"]);
+    expect(warningOnly.code).toBe(0);
+    expect(warningOnly.stdout).toMatch(/^::warning file=test\/fixtures\/cli\/never-matches\.config\.ts,title=cronledger never_matches in schedule\[1\]::/m);
+
+    const notAConfig = await runCli(["preflight", "--config", fixture("not-a-config.ts"), "--format", "github"]);
+    expect(notAConfig.code).toBe(1);
+    expect(notAConfig.stdout).toMatch(/^::error file=.*not-a-config\.ts,title=cronledger invalid_config::.*has no `jobs` array/m);
+  });
+
+  it("needs no database: passes with DATABASE_URL unreachable and creates no embedded database", async () => {
+    const directory = mkdtempSync(join(tmpdir(), "cronledger-preflight-"));
+    try {
+      const result = await runCli(["preflight", "--config", GOOD_JS], { cwd: directory, env: { ...process.env, DATABASE_URL: UNREACHABLE } });
+      expect(result.stderr).toBe("");
+      expect(result.code).toBe(0);
+      expect(result.stdout).toContain("preflight passed: 1 schedule entry");
+      expect(existsSync(join(directory, ".cronledger"))).toBe(false);
+    } finally {
+      rmSync(directory, { recursive: true, force: true });
+    }
+  });
+
+  it("finds cronledger.config.ts in the working directory, and says how to create one when there is none", async () => {
+    const found = await runCli(["preflight"], { cwd: fixture("project") });
+    expect(found.code).toBe(0);
+    expect(found.stdout).toContain("preflight passed: 1 schedule entry in cronledger.config.ts");
+
+    const directory = mkdtempSync(join(tmpdir(), "cronledger-noconfig-"));
+    try {
+      const missing = await runCli(["preflight"], { cwd: directory });
+      expect(missing.code).toBe(1);
+      expect(missing.stderr).toMatch(/No config file: create cronledger\.config\.ts .* or pass --config <file>/);
+    } finally {
+      rmSync(directory, { recursive: true, force: true });
+    }
+  });
+});
+
+describe("cronledger command line", () => {
+  it("rejects an unknown command or flag with a hint and exit status 2", async () => {
+    const command = await runCli(["prefligth"]);
+    expect(command.code).toBe(2);
+    expect(command.stderr).toContain("Did you mean `cronledger preflight`?");
+
+    const flag = await runCli(["preflight", "--confg", BROKEN]);
+    expect(flag.code).toBe(2);
+    expect(flag.stderr).toContain("Unknown option --confg for `cronledger preflight`. Did you mean --config?");
+
+    const missingValue = await runCli(["worker", "--concurrency"]);
+    expect(missingValue.code).toBe(2);
+    expect(missingValue.stderr).toContain("--concurrency needs a value");
+  });
+
+  it("prints help for every command", async () => {
+    const main = await runCli(["--help"]);
+    expect(main.code).toBe(0);
+    const commands = ["preflight", "migrate", "worker", "status", "failures", "tick"];
+    for (const name of commands) expect(main.stdout).toMatch(new RegExp(`^  ${name} `, "m"));
+    const helps = await Promise.all(commands.map((name) => runCli([name, "--help"])));
+    helps.forEach((help, index) => {
+      expect(help.code).toBe(0);
+      expect(help.stdout).toContain(`Usage: cronledger ${commands[index]} [options]`);
+      expect(help.stdout).toContain("--help");
+    });
+  });
+});
+
+describe("cronledger on the embedded database", () => {
+  it("migrates and ticks in ./.cronledger when neither DATABASE_URL nor database is set", async () => {
+    const directory = mkdtempSync(join(tmpdir(), "cronledger-embedded-"));
+    const env = envWithout("DATABASE_URL");
+    try {
+      const migrated = await runCli(["migrate", "--config", GOOD_JS], { cwd: directory, env });
+      expect(migrated.stderr).toContain(`using embedded PGlite at ${join(directory, ".cronledger")}`);
+      expect(migrated.stdout).toMatch(/^Applied 1 migration to embedded PGlite/);
+      expect(migrated.code).toBe(0);
+
+      const ticked = await runCli(["tick", "--once", "--config", GOOD_JS, "--json"], { cwd: directory, env });
+      expect(ticked.code).toBe(0);
+      expect(JSON.parse(ticked.stdout)).toMatchObject({ created: 1, enqueued: [] });
+    } finally {
+      rmSync(directory, { recursive: true, force: true });
+    }
+  });
+});
+
+describe("cronledger against PostgreSQL", () => {
+  let database: Awaited<ReturnType<typeof createTestDatabase>>;
+  let env: NodeJS.ProcessEnv;
+  beforeAll(async () => {
+    database = await createTestDatabase(import.meta.url);
+    env = { ...process.env, DATABASE_URL: database.url };
+  });
+  afterAll(async () => {
+    await database.drop();
+  });
+  let migrated: Promise<unknown> | undefined;
+  // The first test checks the unmigrated state; the others only need the tables.
+  const ensureMigrated = () => {
+    migrated ??= (async () => {
+      const ledger = createCronledger({ database: database.url, logger: silentLogger });
+      await ledger.migrate();
+      await ledger.close();
+    })();
+    return migrated;
+  };
+
+  it("refuses to work before migrate, then migrates idempotently", async () => {
+    const early = await runCli(["status"], { env });
+    expect(early.code).toBe(1);
+    expect(early.stderr).toContain("run `cronledger migrate`");
+
+    const first = await runCli(["migrate"], { env });
+    expect(first.code).toBe(0);
+    expect(first.stdout).toMatch(/^Applied 1 migration to PostgreSQL postgres:\/\//);
+    expect(first.stdout + first.stderr).not.toContain("secret");
+    const second = await runCli(["migrate"], { env });
+    expect(second.stdout).toMatch(/^Database is up to date/);
+    migrated = Promise.resolve();
+  });
+
+  it("tick --once enqueues due slots; status shows the entry and the queue", async () => {
+    await ensureMigrated();
+    const first = await runCli(["tick", "--once", "--config", GOOD_JS], { env });
+    expect(first.code).toBe(0);
+    expect(first.stdout).toMatch(/0 enqueued, .*1 new ledger rows/);
+    await new Promise((resolve) => setTimeout(resolve, 1_100));
+    const second = await runCli(["tick", "--once", "--config", GOOD_JS], { env });
+    expect(second.stdout).toMatch(/^Tick at .*: 1 enqueued/);
+    expect(second.stdout).toMatch(/^ {2}enqueued {5}fixture\.ping for /m);
+
+    const status = await runCli(["status", "--config", GOOD_JS, "--json"], { env });
+    expect(status.code).toBe(0);
+    const report = JSON.parse(status.stdout) as { entries: { jobName: string; lastEnqueuedSlot: string | null }[]; queues: Record<string, Record<string, number>> };
+    expect(report.entries).toEqual([expect.objectContaining({ jobName: "fixture.ping", lastEnqueuedSlot: expect.any(String) })]);
+    expect(report.queues.default?.queued).toBeGreaterThanOrEqual(1);
+  });
+
+  it("tick without --once explains itself", async () => {
+    const result = await runCli(["tick", "--config", GOOD_JS], { env });
+    expect(result.code).toBe(2);
+    expect(result.stderr).toContain("pass --once");
+  });
+
+  it("failures lists terminal failures, filtered by --job-type", async () => {
+    await ensureMigrated();
+    const broken = defineJob({ name: "fixture.broken", run: () => {} });
+    const ledger = createCronledger({ database: database.url, jobs: [broken], logger: silentLogger });
+    try {
+      const job = await ledger.enqueue(broken, {});
+      await rows(ledger, sql`update cronledger.jobs set status = 'failed', attempts = 5, last_error = 'upstream said no', finished_at = now() where id = ${job.id}`);
+    } finally {
+      await ledger.close();
+    }
+    const listed = await runCli(["failures", "--job-type", "fixture.broken"], { env });
+    expect(listed.code).toBe(0);
+    expect(listed.stdout).toMatch(/fixture\.broken\s+5\/\d+/);
+    expect(listed.stdout).toContain("upstream said no");
+    const other = await runCli(["failures", "--job-type", "fixture.nothing"], { env });
+    expect(other.stdout.trim()).toBe("No failures of fixture.nothing.");
+  });
+
+  it("worker refuses a broken schedule, and runs jobs until SIGTERM stops it gracefully", async () => {
+    await ensureMigrated();
+    const refused = await runCli(["worker", "--config", BROKEN], { env });
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain("The schedule has 6 errors");
+
+    const worker = watch(process.execPath, [CLI, "worker", "--config", GOOD_JS, "--concurrency", "2", "--admin-port", "0"], { env });
+    try {
+      const output = await worker.waitFor(/cronledger worker started: 1 schedule entries/, 20_000);
+      const adminUrl = /cronledger admin at (http:\S+)/.exec(output)?.[1] ?? "";
+      const status = await fetch(adminUrl.replace(/\/admin\/scheduler$/, "/admin/scheduler/status"));
+      expect(status.status).toBe(200);
+      expect(await status.json()).toMatchObject({ entries: [expect.objectContaining({ job: "fixture.ping" })] });
+      const ledger = createCronledger({ database: database.url, logger: silentLogger });
+      try {
+        const succeeded = async () =>
+          (await rows<{ n: number }>(ledger, sql`select count(*)::int as n from cronledger.jobs where job_name = 'fixture.ping' and status = 'succeeded'`))[0]?.n;
+        await expect.poll(succeeded, { timeout: 15_000, interval: 250 }).toBeGreaterThan(0);
+      } finally {
+        await ledger.close();
+      }
+      worker.child.kill("SIGTERM");
+      const finished = await worker.exited;
+      expect(finished.signal ?? finished.code).toBe("SIGTERM");
+      expect(finished.stderr).toContain("SIGTERM received: stopping gracefully");
+    } finally {
+      worker.child.kill("SIGKILL");
+    }
+  });
+});
