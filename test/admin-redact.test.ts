@@ -74,12 +74,10 @@ describe("redact", () => {
     expect(output).not.toContain("sss");
   });
 
-  it("stays fast on hostile input", () => {
+  // No timing assertion (DESIGN 9): catastrophic backtracking would blow the test timeout instead.
+  it("finishes on hostile input", { timeout: 20_000 }, () => {
     const hostile = ["a".repeat(50_000), "{".repeat(50_000), `"password":"${'\\"'.repeat(30_000)}`, "token=".repeat(20_000)];
-    const started = performance.now();
-    for (const text of hostile) redact(text);
-    // Generous: catastrophic backtracking would take minutes, not this.
-    expect(performance.now() - started).toBeLessThan(2_000);
+    for (const text of hostile) expect(redact(text).length).toBeLessThanOrEqual(MAX_REDACTED_LENGTH);
   });
 });
 

@@ -174,7 +174,8 @@ export function createAdminHandler(ledger: AdminLedger, options: AdminHandlerOpt
   return async (request) => {
     const url = new URL(request.url);
     if (!authorized(request)) {
-      const challenge = url.pathname.startsWith("/admin/scheduler") && !url.pathname.startsWith("/admin/scheduler/") ? `Basic ${REALM}, charset="UTF-8"` : `Bearer ${REALM}`;
+      // Only the page is opened by a browser; a Basic challenge makes it prompt for the token.
+      const challenge = url.pathname === "/admin/scheduler" ? `Basic ${REALM}, charset="UTF-8"` : `Bearer ${REALM}`;
       return problem(401, "unauthorized", "Send the admin token as `Authorization: Bearer <token>`.", { "www-authenticate": challenge });
     }
     try {

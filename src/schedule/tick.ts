@@ -1,4 +1,5 @@
 import { sql } from "drizzle-orm";
+import { redact } from "../admin/redact.js";
 import { query, type Database, type Executor } from "../db/connection.js";
 import { isTransientDatabaseError, rootMessage } from "../db/transient.js";
 import { CronledgerError } from "../errors.js";
@@ -135,7 +136,7 @@ export async function runTick(context: TickContext, options: TickOptions = {}): 
       context.logger.warn("tick hit a transient database error; retrying", {
         phase: phaseError.phase,
         attempt,
-        error: phaseError.message,
+        error: redact(phaseError.message),
       });
       await sleep(RETRY_BACKOFF_MS[attempt - 1] ?? 1_000);
     }
@@ -340,7 +341,7 @@ async function claimAndEnqueue(context: TickContext, claims: readonly Claim[], n
   } catch (error) {
     const original = error instanceof PhaseError ? error.original : error;
     if (isTransientDatabaseError(original)) throw error;
-    logger.warn("batch claim failed; retrying entries one by one to isolate the failure", { error: rootMessage(original) });
+    logger.warn("batch claim failed; retrying entries one by one to isolate the failure", { error: redact(rootMessage(original)) });
   }
 
   // Isolation: each entry under its own savepoint, so one bad entry cannot stop the others.
@@ -353,13 +354,13 @@ async function claimAndEnqueue(context: TickContext, claims: readonly Claim[], n
         } catch (error) {
           const phaseError = error instanceof PhaseError ? error : new PhaseError("insert", claim.entry.identity, error);
           if (isTransientDatabaseError(phaseError.original)) throw phaseError;
-          const quarantined = { ...outcome(claim.entry, claim.slotMs), phase: phaseError.phase, error: phaseError.message };
+          const quarantined = { ...outcome(claim.entry, claim.slotMs), phase: phaseError.phase, error: redact(phaseError.message) };
           logger.error("schedule entry quarantined: its slot is deferred to the next pass", {
             job: claim.entry.jobName,
             identity: claim.entry.identity,
             phase: phaseError.phase,
             slot: quarantined.slot.toISOString(),
-            error: phaseError.message,
+            error: quarantined.error,
           });
           result.quarantined.push(quarantined);
           context.deferred.set(claim.entry.ledgerKey, Date.parse(nowIso) + QUARANTINE_DEFERRAL_MS);
