@@ -1,0 +1,77 @@
+import { spawn } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import { sql } from "drizzle-orm";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+// Like the example itself, from the built package: the app's code and the test share one Cronledger type.
+import { createCronledger, silentLogger } from "cronledger";
+import config from "../examples/drizzle-app/cronledger.config.js";
+import { openAppDatabase } from "../examples/drizzle-app/src/db.js";
+import { invoicesWithReminderState, remindCustomer } from "../examples/drizzle-app/src/reminders.js";
+import { invoices } from "../examples/drizzle-app/src/schema.js";
+import { REPO_ROOT, runCli } from "./support/child.js";
+import { createTestDatabase } from "./support/database.js";
+
+const CONFIG = fileURLToPath(new URL("../examples/drizzle-app/cronledger.config.ts", import.meta.url));
+const DRIZZLE_KIT = fileURLToPath(new URL("../node_modules/.bin/drizzle-kit", import.meta.url));
+
+function drizzleKitMigrate(url: string): Promise<{ code: number | null; output: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(DRIZZLE_KIT, ["migrate", "--config", "examples/drizzle-app/drizzle.config.ts"], {
+      cwd: REPO_ROOT,
+      env: { ...process.env, DATABASE_URL: url },
+    });
+    let output = "";
+    child.stdout.on("data", (chunk: Buffer) => (output += chunk.toString()));
+    child.stderr.on("data", (chunk: Buffer) => (output += chunk.toString()));
+    child.on("close", (code) => resolve({ code, output }));
+  });
+}
+
+describe("examples/drizzle-app deploy flow", () => {
+  let database: Awaited<ReturnType<typeof createTestDatabase>>;
+  beforeAll(async () => {
+    database = await createTestDatabase(import.meta.url);
+  });
+  afterAll(async () => {
+    await database.drop();
+  });
+
+  it("CI: preflight passes without a database", async () => {
+    const result = await runCli(["preflight", "--config", CONFIG], { env: { ...process.env, DATABASE_URL: "postgres://nobody@127.0.0.1:1/none" } });
+    expect(result.code).toBe(0);
+    expect(result.stdout).toContain("preflight passed: 1 schedule entry");
+  });
+
+  it("deploy: cronledger's and the app's migrations keep separate journals, and the app queries both schemas", async () => {
+    const env = { ...process.env, DATABASE_URL: database.url };
+    const cronledgerMigrate = await runCli(["migrate", "--config", CONFIG], { env });
+    expect(cronledgerMigrate.code).toBe(0);
+    const appMigrate = await drizzleKitMigrate(database.url);
+    expect(appMigrate.output).not.toMatch(/error/i);
+    expect(appMigrate.code).toBe(0);
+
+    const app = openAppDatabase(database.url);
+    const ledger = createCronledger({ ...config, database: database.url, logger: silentLogger });
+    try {
+      const journals = await app.db.execute<{ app: number; cronledger: number }>(
+        sql`select (select count(*)::int from drizzle.__drizzle_migrations) as app, (select count(*)::int from drizzle.__cronledger_migrations) as cronledger`,
+      );
+      expect(journals[0]).toEqual({ app: 1, cronledger: expect.any(Number) });
+      expect(journals[0]?.cronledger).toBeGreaterThan(0);
+
+      const [invoice] = await app.db
+        .insert(invoices)
+        .values({ customerEmail: "ada@example.com", amountCents: 4200, dueAt: new Date("2026-11-30T00:00:00Z") })
+        .returning();
+      const first = await remindCustomer(app.db, ledger, invoice!.id, "2026-12-02");
+      const again = await remindCustomer(app.db, ledger, invoice!.id, "2026-12-02");
+      expect(again).toBe(first);
+      expect(await invoicesWithReminderState(app.db)).toEqual([
+        { invoiceId: invoice!.id, customerEmail: "ada@example.com", reminderStatus: "queued", reminderAttempts: 0, reminderError: null },
+      ]);
+    } finally {
+      await ledger.close();
+      await app.close();
+    }
+  });
+});
