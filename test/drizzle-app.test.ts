@@ -1,4 +1,3 @@
-import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -8,24 +7,11 @@ import config from "../examples/drizzle-app/cronledger.config.js";
 import { openAppDatabase } from "../examples/drizzle-app/src/db.js";
 import { invoicesWithReminderState, remindCustomer } from "../examples/drizzle-app/src/reminders.js";
 import { invoices } from "../examples/drizzle-app/src/schema.js";
-import { REPO_ROOT, runCli } from "./support/child.js";
+import { runCli, watch } from "./support/child.js";
 import { createTestDatabase } from "./support/database.js";
 
 const CONFIG = fileURLToPath(new URL("../examples/drizzle-app/cronledger.config.ts", import.meta.url));
 const DRIZZLE_KIT = fileURLToPath(new URL("../node_modules/.bin/drizzle-kit", import.meta.url));
-
-function drizzleKitMigrate(url: string): Promise<{ code: number | null; output: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(DRIZZLE_KIT, ["migrate", "--config", "examples/drizzle-app/drizzle.config.ts"], {
-      cwd: REPO_ROOT,
-      env: { ...process.env, DATABASE_URL: url },
-    });
-    let output = "";
-    child.stdout.on("data", (chunk: Buffer) => (output += chunk.toString()));
-    child.stderr.on("data", (chunk: Buffer) => (output += chunk.toString()));
-    child.on("close", (code) => resolve({ code, output }));
-  });
-}
 
 describe("examples/drizzle-app deploy flow", () => {
   let database: Awaited<ReturnType<typeof createTestDatabase>>;
@@ -46,8 +32,8 @@ describe("examples/drizzle-app deploy flow", () => {
     const env = { ...process.env, DATABASE_URL: database.url };
     const cronledgerMigrate = await runCli(["migrate", "--config", CONFIG], { env });
     expect(cronledgerMigrate.code).toBe(0);
-    const appMigrate = await drizzleKitMigrate(database.url);
-    expect(appMigrate.output).not.toMatch(/error/i);
+    const appMigrate = await watch(DRIZZLE_KIT, ["migrate", "--config", "examples/drizzle-app/drizzle.config.ts"], { env }).exited;
+    expect(appMigrate.stdout + appMigrate.stderr).not.toMatch(/error/i);
     expect(appMigrate.code).toBe(0);
 
     const app = openAppDatabase(database.url);
