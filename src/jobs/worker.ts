@@ -69,6 +69,7 @@ const PREFETCH_HORIZON_S = 0.025;
 /** After aborting at the end of the grace period, how long handlers get to honour the signal. */
 const ABORT_SETTLE_MS = 2_000;
 const MAX_BACKOFF_MS = 5_000;
+const MAX_CONCURRENT_CLAIMS = 2;
 
 interface ClaimedJob {
   readonly id: number;
@@ -169,7 +170,9 @@ export class Worker {
   private readonly buffer: ClaimedJob[] = [];
   private readonly active = new Map<number, ActiveJob>();
   private pending: Completion[] = [];
-  private claiming: Promise<void> | undefined;
+  /** Claims in flight, and how many rows they asked for. */
+  private readonly claims = new Set<Promise<void>>();
+  private claimingRows = 0;
   private flushing: Promise<void> | undefined;
   private flushTimer: NodeJS.Timeout | undefined;
   /** False once a claim came back short: the queue is drained until a NOTIFY, the poll or a finished job says otherwise. */
@@ -253,13 +256,19 @@ export class Worker {
     const capacity = this.concurrency + prefetch;
     const held = this.active.size + this.buffer.length;
     const lowWater = capacity - Math.max(1, Math.floor(prefetch / 2));
-    if (this.more && !this.claiming && this.retryTimer === undefined && held <= lowWater) {
-      this.claiming = this.claim(Math.min(this.batchSize, capacity - held)).finally(() => {
-        this.claiming = undefined;
+    // A second claim may overlap the first on another connection when the job rate outruns one claim's round trip.
+    const maxClaims = prefetch >= this.batchSize / 2 ? MAX_CONCURRENT_CLAIMS : 1;
+    if (this.more && this.claims.size < maxClaims && this.retryTimer === undefined && held + this.claimingRows <= lowWater) {
+      const limit = Math.min(this.batchSize, capacity - held - this.claimingRows);
+      this.claimingRows += limit;
+      const claim: Promise<void> = this.claim(limit).finally(() => {
+        this.claimingRows -= limit;
+        this.claims.delete(claim);
         this.pump();
       });
+      this.claims.add(claim);
     }
-    if (this.once && !this.more && !this.claiming && held === 0 && this.pending.length === 0 && !this.flushing && this.flushTimer === undefined) {
+    if (this.once && !this.more && this.claims.size === 0 && held === 0 && this.pending.length === 0 && !this.flushing && this.flushTimer === undefined) {
       this.drained.resolve();
     }
   }
@@ -285,7 +294,7 @@ export class Worker {
         this.host.database.db,
         sql`update cronledger.jobs j
             set status = 'running', attempts = j.attempts + 1, locked_by = ${this.id}, heartbeat_at = now(), started_at = now()
-            from (
+            where j.id = any(array(
               select c.id from unnest(${sql.param(this.queues)}::text[]) as q(name)
               cross join lateral (
                 select id, priority, run_at from cronledger.jobs
@@ -296,8 +305,7 @@ export class Worker {
               ) c
               order by c.priority, c.run_at, c.id
               limit ${limit}
-            ) picked
-            where j.id = picked.id
+            ))
             returning j.id::float8 as "id", j.job_name as "jobName", j.queue, j.payload::text as payload, j.priority,
               (extract(epoch from j.run_at) * 1000)::float8 as "runAtMs", j.attempts, j.max_attempts as "maxAttempts",
               (extract(epoch from j.scheduled_for) * 1000)::float8 as "scheduledForMs"`,
@@ -555,7 +563,7 @@ export class Worker {
     this.unlisten = undefined;
     await unlisten?.().catch(() => {});
     for (const job of this.buffer.splice(0)) this.handBack(job);
-    await this.claiming;
+    await Promise.all(this.claims);
 
     const running = () => Promise.all([...this.active.values()].map((entry) => entry.settled));
     let graceTimer: NodeJS.Timeout | undefined;
