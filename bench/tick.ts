@@ -10,7 +10,7 @@ import { dropDatabase, freshDatabase, median, printTable } from "./support.js";
 const job = defineJob({ name: "bench.tick", run: () => {} });
 const HOUR = 3_600_000;
 const START = Date.parse("2026-06-01T00:00:00.000Z");
-const IDLE_PASSES = 5;
+const IDLE_PASSES = 20;
 
 export type TickBenchRow = {
   entries: number;

@@ -24,15 +24,18 @@ export interface InsertedJob {
 }
 
 /**
- * One INSERT for any number of jobs: columns travel as parallel arrays
- * through unnest (a constant 9 parameters, whatever the batch size), rows
- * whose (job_name, idempotency_key) exists are skipped, and each queue that
- * gained rows is notified once, on commit.
+ * The `inserted` and `notified` CTEs of a job insert: columns travel as
+ * parallel arrays through unnest (a constant 9 parameters, whatever the
+ * batch size), rows whose (job_name, idempotency_key) exists are skipped,
+ * and each queue that gained rows is notified once, on commit. With
+ * `onlyScheduleKeysIn`, rows are kept only if their schedule key is in that
+ * CTE (the tick's claimed slots).
  */
-export function insertJobsStatement(rows: readonly NewJobRow[]): SQL {
+export function insertedJobsCtes(rows: readonly NewJobRow[], onlyScheduleKeysIn?: SQL): SQL {
   const column = <K extends keyof NewJobRow>(key: K) => sql.param(rows.map((row) => row[key]));
+  const filter = onlyScheduleKeysIn === undefined ? sql`` : sql`where t.sk in (select key from ${onlyScheduleKeysIn})`;
   return sql`
-    with inserted as (
+    inserted as (
       insert into cronledger.jobs
         (job_name, queue, payload, priority, run_at, max_attempts, idempotency_key, schedule_key, scheduled_for)
       select n, q, p::jsonb, pr, coalesce(ra::timestamptz, now()), ma, ik, sk, sf::timestamptz
@@ -41,11 +44,18 @@ export function insertJobsStatement(rows: readonly NewJobRow[]): SQL {
         ${column("priority")}::int[], ${column("runAt")}::text[], ${column("maxAttempts")}::int[],
         ${column("idempotencyKey")}::text[], ${column("scheduleKey")}::text[], ${column("scheduledFor")}::text[]
       ) as t(n, q, p, pr, ra, ma, ik, sk, sf)
+      ${filter}
       on conflict (job_name, idempotency_key) where idempotency_key is not null do nothing
       returning id, job_name, idempotency_key, schedule_key, queue
     ), notified as (
       select count(pg_notify(${JOBS_CHANNEL}, queue)) as n from (select distinct queue from inserted) queues
-    )
+    )`;
+}
+
+/** One INSERT for any number of jobs (see insertedJobsCtes). */
+export function insertJobsStatement(rows: readonly NewJobRow[]): SQL {
+  return sql`
+    with ${insertedJobsCtes(rows)}
     select inserted.id::float8 as id, inserted.job_name, inserted.idempotency_key, inserted.schedule_key
     from inserted cross join notified`;
 }

@@ -3,13 +3,14 @@ import { redact } from "../admin/redact.js";
 import { query, type Database, type Executor } from "../db/connection.js";
 import { isTransientDatabaseError, rootMessage } from "../db/transient.js";
 import { CronledgerError } from "../errors.js";
-import { insertJobsStatement, type NewJobRow } from "../jobs/insert-jobs.js";
+import { insertedJobsCtes, type NewJobRow } from "../jobs/insert-jobs.js";
 import type { Logger } from "../log.js";
 import { slotIdempotencyKey } from "./identity.js";
 import { jitterMs } from "./jitter.js";
 import type { ResolvedEntry } from "./validate.js";
 
-export type TickPhase = "read" | "create" | "repair" | "claim" | "insert";
+/** `enqueue` is the one statement that claims slots and inserts their jobs. */
+export type TickPhase = "read" | "create" | "repair" | "enqueue";
 
 /** A tick pass that failed after its retries; names the phase and, where one is involved, the entry. */
 export class TickError extends CronledgerError {
@@ -56,8 +57,13 @@ export interface TickReport {
   readonly attempts: number;
 }
 
-/** Per-entry cache of the next fire time after a ledger value, so an idle pass costs no cron arithmetic. */
-export type FireMemo = Map<string, { readonly ledgerRaw: string; readonly nextFireMs: number }>;
+/**
+ * What this process last saw of each entry: its ledger value and the fire
+ * time of the first slot after it. Ledger values only move forward, so an
+ * entry whose memoized next fire is still ahead cannot be due: an idle pass
+ * reads no ledger rows and does no cron arithmetic.
+ */
+export type FireMemo = Map<string, { readonly ledgerMs: number; readonly nextFireMs: number }>;
 
 export interface TickContext {
   readonly database: Database;
@@ -67,6 +73,8 @@ export interface TickContext {
   readonly memo: FireMemo;
   /** Entries quarantined recently, with the tick time before which they are left out of the batch. */
   readonly deferred: Map<string, number>;
+  /** Database clock minus local clock, as last observed; lets a pass pick its candidates before it reads `now()`. */
+  readonly clock: { offsetMs: number | undefined };
 }
 
 /** How long a quarantined entry stays out of the batch before it is tried again. */
@@ -77,6 +85,8 @@ export interface TickOptions {
   readonly now?: Date;
 }
 
+/** Entries due within this margin of the estimated database time are read too, covering clock drift between passes. */
+const CANDIDATE_MARGIN_MS = 2_000;
 /** Ledger values further in the future than this are corrupt, not clock skew. */
 export const FUTURE_LEDGER_TOLERANCE_MS = 5 * 60_000;
 export const TICK_RETRIES = 3;
@@ -85,13 +95,13 @@ const RETRY_BACKOFF_MS = [100, 300, 900] as const;
 interface LedgerRow {
   now_ms: number;
   key: string | null;
-  raw: string | null;
   ms: number | null;
 }
 
 interface Claim {
   readonly entry: ResolvedEntry;
-  readonly oldRaw: string;
+  /** The ledger value read, as epoch ms: the guard compares the stored value converted the same way, so it is exact. */
+  readonly oldMs: number;
   readonly slotMs: number;
   readonly stale: boolean;
 }
@@ -168,77 +178,114 @@ function dueSlot(entry: ResolvedEntry, ledgerMs: number, nowMs: number): number 
   return slot;
 }
 
+/** Entries whose ledger rows this pass must read: unknown ones, and those whose next fire may have come. */
+function candidates(context: TickContext, estimatedNowMs: number | undefined): readonly ResolvedEntry[] {
+  if (estimatedNowMs === undefined) return context.entries;
+  const horizon = estimatedNowMs + CANDIDATE_MARGIN_MS;
+  return context.entries.filter((entry) => {
+    const seen = context.memo.get(entry.ledgerKey);
+    return seen === undefined || seen.nextFireMs <= horizon;
+  });
+}
+
+const LEDGER_MS = sql`(extract(epoch from last_enqueued_slot) * 1000)::float8`;
+
+async function readLedger(context: TickContext, wanted: readonly ResolvedEntry[]): Promise<LedgerRow[]> {
+  const { database, entries, namespace } = context;
+  // The whole namespace is cheaper to select than a long key list, so a full read filters by namespace.
+  const filter =
+    wanted.length === entries.length
+      ? sql`namespace = ${namespace}`
+      : sql`key = any(${sql.param(wanted.map((entry) => entry.ledgerKey))}::text[])`;
+  const rows =
+    wanted.length === 0
+      ? sql`select (extract(epoch from now()) * 1000)::float8 as now_ms, null as key, null as ms`
+      : sql`select (extract(epoch from now()) * 1000)::float8 as now_ms, s.key, s.ms
+            from (select 1) as one
+            left join (select key, ${LEDGER_MS} as ms from cronledger.schedule_state where ${filter}) as s on true`;
+  return query<LedgerRow>(database.db, rows);
+}
+
 async function tickOnce(context: TickContext, options: TickOptions): Promise<Omit<TickReport, "statements" | "attempts">> {
-  const { database, entries, namespace, logger, memo } = context;
-  const rows = await inPhase("read", undefined, () =>
-    query<LedgerRow>(
-      database.db,
-      sql`select (extract(epoch from now()) * 1000)::float8 as now_ms, s.key, s.raw, s.ms
-          from (select 1) as one
-          left join (
-            select key, last_enqueued_slot::text as raw, (extract(epoch from last_enqueued_slot) * 1000)::float8 as ms
-            from cronledger.schedule_state where namespace = ${namespace}
-          ) as s on true`,
-    ),
-  );
-  const nowMs = options.now?.getTime() ?? rows[0]?.now_ms ?? Date.now();
-  const ledger = new Map<string, { raw: string; ms: number }>();
+  const { database, namespace, logger, memo } = context;
+  const estimatedNowMs = options.now?.getTime() ?? (context.clock.offsetMs === undefined ? undefined : Date.now() + context.clock.offsetMs);
+  const wanted = candidates(context, estimatedNowMs);
+  const rows = await inPhase("read", undefined, () => readLedger(context, wanted));
+  const databaseNowMs = rows[0]?.now_ms;
+  if (databaseNowMs !== undefined) context.clock.offsetMs = databaseNowMs - Date.now();
+  const nowMs = options.now?.getTime() ?? databaseNowMs ?? Date.now();
+  const ledger = new Map<string, number>();
   for (const row of rows) {
-    if (row.key !== null && row.raw !== null && row.ms !== null) ledger.set(row.key, { raw: row.raw, ms: row.ms });
+    if (row.key !== null && row.ms !== null) ledger.set(row.key, row.ms);
   }
 
-  const missing: ResolvedEntry[] = [];
-  const corrupt: { entry: ResolvedEntry; raw: string; ms: number }[] = [];
+  const missing: { entry: ResolvedEntry; startMs: number }[] = [];
+  const corrupt: { entry: ResolvedEntry; ms: number }[] = [];
   const claims: Claim[] = [];
   let nextFireMs = Number.POSITIVE_INFINITY;
+  const wantedKeys = wanted.length === context.entries.length ? undefined : new Set(wanted.map((entry) => entry.ledgerKey));
 
-  for (const entry of entries) {
-    const state = ledger.get(entry.ledgerKey);
-    if (state === undefined) {
-      missing.push(entry);
+  for (const entry of context.entries) {
+    const seen = memo.get(entry.ledgerKey);
+    if (wantedKeys !== undefined && !wantedKeys.has(entry.ledgerKey) && seen !== undefined) {
+      nextFireMs = Math.min(nextFireMs, seen.nextFireMs);
+      continue;
+    }
+    const ledgerMs = ledger.get(entry.ledgerKey);
+    if (ledgerMs === undefined) {
+      // A new entry never fires retroactively: its ledger starts at now. A row that vanished under
+      // an entry this process knows (a prune during a rolling deploy) comes back at its last value.
+      const startMs = seen?.ledgerMs ?? nowMs;
+      missing.push({ entry, startMs });
+      memo.set(entry.ledgerKey, { ledgerMs: startMs, nextFireMs: nextFireAfter(entry, startMs) });
+      nextFireMs = Math.min(nextFireMs, nextFireAfter(entry, startMs));
+      continue;
+    }
+    if (ledgerMs > nowMs + FUTURE_LEDGER_TOLERANCE_MS) {
+      corrupt.push({ entry, ms: ledgerMs });
       nextFireMs = Math.min(nextFireMs, nextFireAfter(entry, nowMs));
       continue;
     }
-    if (state.ms > nowMs + FUTURE_LEDGER_TOLERANCE_MS) {
-      corrupt.push({ entry, raw: state.raw, ms: state.ms });
-      nextFireMs = Math.min(nextFireMs, nextFireAfter(entry, nowMs));
-      continue;
-    }
-    const cached = memo.get(entry.ledgerKey);
-    let upcoming = cached?.ledgerRaw === state.raw ? cached.nextFireMs : undefined;
+    let upcoming = seen?.ledgerMs === ledgerMs ? seen.nextFireMs : undefined;
     if (upcoming === undefined) {
-      upcoming = nextFireAfter(entry, state.ms);
-      memo.set(entry.ledgerKey, { ledgerRaw: state.raw, nextFireMs: upcoming });
+      upcoming = nextFireAfter(entry, ledgerMs);
+      memo.set(entry.ledgerKey, { ledgerMs, nextFireMs: upcoming });
     }
     // Fire times grow with slots (jitter < gap), so nothing is due before the next one.
     if (upcoming > nowMs) {
       nextFireMs = Math.min(nextFireMs, upcoming);
       continue;
     }
-    const slotMs = dueSlot(entry, state.ms, nowMs);
+    const slotMs = dueSlot(entry, ledgerMs, nowMs);
     if (slotMs === null) continue;
     const deferredUntil = context.deferred.get(entry.ledgerKey);
     if (deferredUntil !== undefined && nowMs < deferredUntil) continue;
     context.deferred.delete(entry.ledgerKey);
-    claims.push({ entry, oldRaw: state.raw, slotMs, stale: slotMs < nowMs - entry.catchUpWindowMs });
+    claims.push({ entry, oldMs: ledgerMs, slotMs, stale: slotMs < nowMs - entry.catchUpWindowMs });
     nextFireMs = Math.min(nextFireMs, nextFireAfter(entry, slotMs));
   }
 
   const nowIso = new Date(nowMs).toISOString();
   let created = 0;
   if (missing.length > 0) {
-    // A new entry never fires retroactively: its ledger starts at now, so its first fire is its next slot.
     const inserted = await inPhase("create", undefined, () =>
       query<{ key: string }>(
         database.db,
         sql`insert into cronledger.schedule_state (key, namespace, job_name, last_enqueued_slot)
-            select k, ${namespace}, j, ${nowIso}::timestamptz
-            from unnest(${sql.param(missing.map((e) => e.ledgerKey))}::text[], ${sql.param(missing.map((e) => e.jobName))}::text[]) as t(k, j)
+            select k, ${namespace}, j, s::timestamptz
+            from unnest(
+              ${sql.param(missing.map(({ entry }) => entry.ledgerKey))}::text[],
+              ${sql.param(missing.map(({ entry }) => entry.jobName))}::text[],
+              ${sql.param(missing.map(({ startMs }) => new Date(startMs).toISOString()))}::text[]
+            ) as t(k, j, s)
             on conflict (key) do nothing
             returning key`,
       ),
     );
     created = inserted.length;
+    // A row another replica created first holds a value this process has not read.
+    const createdKeys = new Set(inserted.map((row) => row.key));
+    for (const { entry } of missing) if (!createdKeys.has(entry.ledgerKey)) memo.delete(entry.ledgerKey);
   }
 
   const repaired: TickReport["repaired"][number][] = [];
@@ -247,8 +294,8 @@ async function tickOnce(context: TickContext, options: TickOptions): Promise<Omi
       query<{ key: string }>(
         database.db,
         sql`update cronledger.schedule_state s set last_enqueued_slot = ${nowIso}::timestamptz, updated_at = now()
-            from unnest(${sql.param(corrupt.map((c) => c.entry.ledgerKey))}::text[], ${sql.param(corrupt.map((c) => c.raw))}::text[]) as t(k, old)
-            where s.key = t.k and s.last_enqueued_slot = t.old::timestamptz
+            from unnest(${sql.param(corrupt.map((c) => c.entry.ledgerKey))}::text[], ${sql.param(corrupt.map((c) => c.ms))}::float8[]) as t(k, old)
+            where s.key = t.k and (extract(epoch from s.last_enqueued_slot) * 1000)::float8 = t.old
             returning s.key`,
       ),
     );
@@ -261,6 +308,7 @@ async function tickOnce(context: TickContext, options: TickOptions): Promise<Omi
         to: nowIso,
       });
       repaired.push({ identity: entry.identity, key: entry.ledgerKey, jobName: entry.jobName, from: new Date(ms), to: new Date(nowMs) });
+      memo.set(entry.ledgerKey, { ledgerMs: nowMs, nextFireMs: nextFireAfter(entry, nowMs) });
     }
   }
 
@@ -295,36 +343,48 @@ function jobRow(claim: Claim, namespace: string, nowIso: string): NewJobRow {
   };
 }
 
-/** Claims a batch of slots (guarded by the ledger values read) and inserts their jobs; returns the claimed keys and job ids. */
+/**
+ * Claims a batch of slots and inserts their jobs in one statement: the
+ * ledger update is guarded by the values read, and only the slots it
+ * actually claimed (and that are not stale) get a job.
+ */
 async function claimBatch(executor: Executor, claims: readonly Claim[], namespace: string, nowIso: string) {
-  const claimed = await inPhase("claim", claims.length === 1 ? claims[0]?.entry.identity : undefined, () =>
-    query<{ key: string }>(
+  const fresh = claims.filter((claim) => !claim.stale);
+  const rows = await inPhase("enqueue", claims.length === 1 ? claims[0]?.entry.identity : undefined, () =>
+    query<{ key: string; job_id: number | null }>(
       executor,
-      sql`update cronledger.schedule_state s set last_enqueued_slot = t.slot::timestamptz, updated_at = now()
-          from unnest(
-            ${sql.param(claims.map((c) => c.entry.ledgerKey))}::text[],
-            ${sql.param(claims.map((c) => c.oldRaw))}::text[],
-            ${sql.param(claims.map((c) => new Date(c.slotMs).toISOString()))}::text[]
-          ) as t(key, old, slot)
-          where s.key = t.key and s.last_enqueued_slot = t.old::timestamptz
-          returning s.key`,
+      sql`with claimed as (
+            update cronledger.schedule_state s set last_enqueued_slot = t.slot::timestamptz, updated_at = now()
+            from unnest(
+              ${sql.param(claims.map((c) => c.entry.ledgerKey))}::text[],
+              ${sql.param(claims.map((c) => c.oldMs))}::float8[],
+              ${sql.param(claims.map((c) => new Date(c.slotMs).toISOString()))}::text[]
+            ) as t(key, old, slot)
+            where s.key = t.key and (extract(epoch from s.last_enqueued_slot) * 1000)::float8 = t.old
+            returning s.key
+          ), ${insertedJobsCtes(
+            fresh.map((claim) => jobRow(claim, namespace, nowIso)),
+            sql`claimed`,
+          )}
+          select claimed.key, inserted.id::float8 as job_id
+          from claimed left join inserted on inserted.schedule_key = claimed.key cross join notified`,
     ),
   );
-  const claimedKeys = new Set(claimed.map((row) => row.key));
-  const toInsert = claims.filter((claim) => !claim.stale && claimedKeys.has(claim.entry.ledgerKey));
+  const claimedKeys = new Set(rows.map((row) => row.key));
   const jobIds = new Map<string, number>();
-  if (toInsert.length > 0) {
-    const inserted = await inPhase("insert", claims.length === 1 ? claims[0]?.entry.identity : undefined, () =>
-      query<{ id: number; schedule_key: string }>(executor, insertJobsStatement(toInsert.map((claim) => jobRow(claim, namespace, nowIso)))),
-    );
-    for (const row of inserted) jobIds.set(row.schedule_key, row.id);
-  }
+  for (const row of rows) if (row.job_id !== null) jobIds.set(row.key, row.job_id);
   return { claimedKeys, jobIds };
 }
 
-function classify(claims: readonly Claim[], claimedKeys: Set<string>, jobIds: Map<string, number>, into: ClaimResult): void {
+function classify(claims: readonly Claim[], claimedKeys: Set<string>, jobIds: Map<string, number>, into: ClaimResult, memo: FireMemo): void {
   for (const claim of claims) {
     const base = outcome(claim.entry, claim.slotMs);
+    if (claimedKeys.has(claim.entry.ledgerKey)) {
+      memo.set(claim.entry.ledgerKey, { ledgerMs: claim.slotMs, nextFireMs: nextFireAfter(claim.entry, claim.slotMs) });
+    } else {
+      // Another replica moved the ledger to a value this process has not read.
+      memo.delete(claim.entry.ledgerKey);
+    }
     if (!claimedKeys.has(claim.entry.ledgerKey)) into.lostRace.push(base);
     else if (claim.stale) into.skippedStale.push(base);
     else into.enqueued.push({ ...base, jobId: jobIds.get(claim.entry.ledgerKey) ?? null });
@@ -336,7 +396,7 @@ async function claimAndEnqueue(context: TickContext, claims: readonly Claim[], n
   const result = emptyClaimResult();
   try {
     const { claimedKeys, jobIds } = await database.db.transaction((tx) => claimBatch(tx, claims, namespace, nowIso));
-    classify(claims, claimedKeys, jobIds, result);
+    classify(claims, claimedKeys, jobIds, result, context.memo);
     return result;
   } catch (error) {
     const original = error instanceof PhaseError ? error.original : error;
@@ -345,14 +405,14 @@ async function claimAndEnqueue(context: TickContext, claims: readonly Claim[], n
   }
 
   // Isolation: each entry under its own savepoint, so one bad entry cannot stop the others.
-  await inPhase("claim", undefined, () =>
+  await inPhase("enqueue", undefined, () =>
     database.db.transaction(async (tx) => {
       for (const claim of claims) {
         try {
           const { claimedKeys, jobIds } = await tx.transaction((savepoint) => claimBatch(savepoint, [claim], namespace, nowIso));
-          classify([claim], claimedKeys, jobIds, result);
+          classify([claim], claimedKeys, jobIds, result, context.memo);
         } catch (error) {
-          const phaseError = error instanceof PhaseError ? error : new PhaseError("insert", claim.entry.identity, error);
+          const phaseError = error instanceof PhaseError ? error : new PhaseError("enqueue", claim.entry.identity, error);
           if (isTransientDatabaseError(phaseError.original)) throw phaseError;
           const quarantined = { ...outcome(claim.entry, claim.slotMs), phase: phaseError.phase, error: redact(phaseError.message) };
           logger.error("schedule entry quarantined: its slot is deferred to the next pass", {
