@@ -17,7 +17,7 @@ function report(counts: { enqueued?: number; lostRace?: number; quarantined?: nu
     enqueued: times(counts.enqueued).map((outcome) => ({ ...outcome, jobId: 1 })),
     lostRace: times(counts.lostRace),
     skippedStale: [],
-    quarantined: times(counts.quarantined).map((outcome) => ({ ...outcome, phase: "insert" as const, error: "boom" })),
+    quarantined: times(counts.quarantined).map((outcome) => ({ ...outcome, phase: "enqueue" as const, error: "boom" })),
     repaired: [],
     created: 0,
     nextFireAt: null,
