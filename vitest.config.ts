@@ -6,6 +6,8 @@ export default defineConfig({
     testTimeout: 60_000,
     hookTimeout: 120_000,
     pool: "forks",
+    // Test files wait on PostgreSQL far more than on the CPU: run more of them than there are cores.
+    maxWorkers: 3,
     globalSetup: ["test/support/global-setup.ts"],
   },
 });
