@@ -29,28 +29,23 @@ export class EntryProblemTracker {
 
   private record(report: TickReport): void {
     for (const outcome of [...report.enqueued, ...report.lostRace, ...report.skippedStale]) this.problems.delete(outcome.key);
+    const seen = (entry: { identity: string; key: string; jobName: string }) => ({ identity: entry.identity, key: entry.key, jobName: entry.jobName, at: report.now });
     for (const repair of report.repaired) {
       this.problems.set(repair.key, {
+        ...seen(repair),
         code: "repaired",
         severity: "warning",
-        identity: repair.identity,
-        key: repair.key,
-        jobName: repair.jobName,
         message: `ledger value ${repair.from.toISOString()} was in the future; repaired to ${repair.to.toISOString()}`,
-        at: report.now,
       });
     }
     for (const quarantine of report.quarantined) {
       this.problems.set(quarantine.key, {
+        ...seen(quarantine),
         code: "quarantined",
         severity: "error",
-        identity: quarantine.identity,
-        key: quarantine.key,
-        jobName: quarantine.jobName,
         message: `slot ${quarantine.slot.toISOString()} could not be enqueued (phase ${quarantine.phase}): ${redact(quarantine.error)}`,
         phase: quarantine.phase,
         slot: quarantine.slot,
-        at: report.now,
       });
     }
   }
