@@ -2,7 +2,7 @@ import js from "@eslint/js";
 import tseslint from "typescript-eslint";
 
 export default tseslint.config(
-  { ignores: ["dist/", "node_modules/", "drizzle/", "coverage/", ".cronledger/", "**/*.d.ts"] },
+  { ignores: ["dist/", "node_modules/", "drizzle/", "coverage/", ".cronledger/", ".scratch-*/", "test-results/", "**/*.d.ts"] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {
