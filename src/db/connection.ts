@@ -8,6 +8,7 @@ import { mkdirSync } from "node:fs";
 import { resolve } from "node:path";
 import postgres from "postgres";
 import { ConfigError } from "../errors.js";
+import { templateFor } from "./pglite-template.js";
 
 export type Db = PgDatabase<PgQueryResultHKT>;
 export type Tx = PgTransaction<PgQueryResultHKT>;
@@ -98,8 +99,10 @@ function openPostgres(url: string, poolSize: number): Database {
 
 function openPglite(dataDir: string | undefined): Database {
   const statements = { count: 0 };
+  const loadDataDir = templateFor(dataDir);
+  const options = loadDataDir === undefined ? {} : { loadDataDir };
   if (dataDir !== undefined) mkdirSync(dataDir, { recursive: true });
-  const client = dataDir === undefined ? new PGlite() : new PGlite(dataDir);
+  const client = dataDir === undefined ? new PGlite(options) : new PGlite(dataDir, options);
   const db = drizzlePglite(client, { logger: countingLogger(statements) }) as unknown as Db;
   return {
     kind: "pglite",

@@ -1,0 +1,50 @@
+import { PGlite } from "@electric-sql/pglite";
+import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+
+/**
+ * A new PGlite cluster runs initdb inside WebAssembly: several CPU-seconds,
+ * most of a first start. The build (`npm run build`, run by npm install)
+ * leaves one freshly initialised, empty cluster as a tarball, and new
+ * embedded databases start from a copy of it. It holds no cronledger tables:
+ * migrate() still applies every migration, as on PostgreSQL.
+ */
+function pgliteVersion(): string {
+  const entry = createRequire(import.meta.url).resolve("@electric-sql/pglite");
+  const manifest = JSON.parse(readFileSync(join(dirname(entry), "..", "package.json"), "utf8")) as { version?: string };
+  return manifest.version ?? "unknown";
+}
+
+/** Keyed by PGlite version: a cluster from another version would not start. Same path from src/db and dist/db. */
+export function templateFile(): string {
+  return resolve(fileURLToPath(import.meta.url), "../../../dist/pglite-template", `pglite-${pgliteVersion()}.tar.gz`);
+}
+
+/** The template for a database that does not exist yet; undefined for an existing one or when no build left a template. */
+export function templateFor(dataDir: string | undefined): Blob | undefined {
+  if (dataDir !== undefined && existsSync(join(dataDir, "PG_VERSION"))) return undefined;
+  const file = templateFile();
+  return existsSync(file) ? new Blob([readFileSync(file)]) : undefined;
+}
+
+/** Writes the template unless this PGlite version already has one; returns its path. */
+export async function buildTemplate(): Promise<string> {
+  const file = templateFile();
+  if (existsSync(file)) return file;
+  const client = new PGlite();
+  try {
+    // dumpDataDir() does not wait for initdb itself.
+    await client.waitReady;
+    const dump = await client.dumpDataDir("gzip");
+    mkdirSync(dirname(file), { recursive: true });
+    // Written aside and renamed, so a build killed half-way never leaves a torn template.
+    const partial = `${file}.${process.pid}.partial`;
+    writeFileSync(partial, Buffer.from(await dump.arrayBuffer()));
+    renameSync(partial, file);
+  } finally {
+    await client.close();
+  }
+  return file;
+}
