@@ -187,7 +187,7 @@ describe("cronledger against PostgreSQL", () => {
     await ensureMigrated();
     const first = await runCli(["tick", "--once", "--config", GOOD_JS], { env });
     expect(first.code).toBe(0);
-    expect(first.stdout).toMatch(/0 enqueued, .*1 new ledger rows/);
+    expect(first.stdout).toMatch(/0 enqueued, .*1 new ledger row\./);
     await new Promise((resolve) => setTimeout(resolve, 1_100));
     const second = await runCli(["tick", "--once", "--config", GOOD_JS], { env });
     expect(second.stdout).toMatch(/^Tick at .*: 1 enqueued/);
@@ -232,7 +232,7 @@ describe("cronledger against PostgreSQL", () => {
 
     const worker = watch(process.execPath, [CLI, "worker", "--config", GOOD_JS, "--concurrency", "2", "--admin-port", "0"], { env });
     try {
-      const output = await worker.waitFor(/cronledger worker started: 1 schedule entries/, 20_000);
+      const output = await worker.waitFor(/cronledger worker started: 1 schedule entry, /, 20_000);
       const adminUrl = /cronledger admin at (http:\S+)/.exec(output)?.[1] ?? "";
       const status = await fetch(adminUrl.replace(/\/admin\/scheduler$/, "/admin/scheduler/status"));
       expect(status.status).toBe(200);

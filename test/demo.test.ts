@@ -9,12 +9,21 @@ const DEMO = fileURLToPath(new URL("../examples/demo/main.ts", import.meta.url))
 // tsx's own CLI, as `npm start` runs it (it relays Ctrl-C to the demo).
 const TSX = fileURLToPath(new URL("../node_modules/tsx/dist/cli.mjs", import.meta.url));
 
+/**
+ * On this 2-core machine the first slot fires 6-9 s after spawn (the goal for `npm start` is under 10 s),
+ * but the suite runs files in parallel and DESIGN 9 keeps speed out of assertions: the deadline here only
+ * catches a demo that does not fire at all, and the time is printed for whoever watches.
+ */
+const FIRST_FIRE_DEADLINE_MS = 30_000;
+
 // What `npm start` runs, from a directory with no database: the embedded default in ./.cronledger.
-it("the demo fires jobs on embedded PGlite within 10 s, retries the flaky job to success, and stops on Ctrl-C", async () => {
+it("the demo fires jobs on embedded PGlite, retries the flaky job to success, and stops on Ctrl-C", async () => {
   const directory = mkdtempSync(join(tmpdir(), "cronledger-demo-"));
+  const spawned = performance.now();
   const demo = watch(process.execPath, [TSX, DEMO], { cwd: directory, env: envWithout("DATABASE_URL") });
   try {
-    await demo.waitFor(/slot fired demo\.heartbeat for slot [\d:.]+ -> job \d+[\s\S]*done {7}demo\.heartbeat job \d+ attempt 1/, 10_000);
+    await demo.waitFor(/slot fired demo\.heartbeat for slot [\d:.]+ -> job \d+[\s\S]*done {7}demo\.heartbeat job \d+ attempt 1/, FIRST_FIRE_DEADLINE_MS);
+    console.info(`demo: first slot fired and ran ${Math.round(performance.now() - spawned)} ms after spawn`);
     expect(demo.output()).toContain(`using embedded PGlite at ${join(directory, ".cronledger")}`);
     expect(demo.output()).toMatch(/demo\.daily-report +30 7 \* \* \* +Asia\/Tokyo +next \d{4}-\d\d-\d\dT22:30:00\.000Z/);
 

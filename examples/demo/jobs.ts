@@ -38,7 +38,7 @@ export const dailyReport = defineJob({
 export const DEMO_JOBS = [heartbeat, flakySync, dailyReport];
 
 export const DEMO_SCHEDULE = defineSchedule([
-  { job: heartbeat, cron: "*/3 * * * * *" },
+  { job: heartbeat, cron: "*/2 * * * * *" },
   { job: flakySync, cron: "*/30 * * * * *", payload: { account: "acme" } },
   { job: dailyReport, cron: "30 7 * * *", timezone: "Asia/Tokyo", payload: { recipients: ["ops@example.com"] } },
 ]);

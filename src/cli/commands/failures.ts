@@ -2,7 +2,7 @@ import { MAX_FAILURES_LIMIT, type FailurePage } from "../../admin/failures.js";
 import { integerOption } from "../args.js";
 import { CONFIG_OPTION, JSON_OPTION, type Command } from "../command.js";
 import { assertMigrated, withLedger } from "../open-ledger.js";
-import { isoOrDash, table } from "../table.js";
+import { isoOrDash, table } from "../format.js";
 
 export const failures: Command = {
   name: "failures",

@@ -4,6 +4,7 @@ import { CronledgerError } from "../../errors.js";
 import { validateSchedule } from "../../schedule/validate.js";
 import { UsageError, type ParsedArgs } from "../args.js";
 import { CONFIG_OPTION, JSON_OPTION, type CliIO, type Command } from "../command.js";
+import { plural } from "../format.js";
 import { loadConfig, requireConfigFile } from "../load-config.js";
 
 type Format = "text" | "json" | "github";
@@ -89,8 +90,4 @@ function annotation(severity: "error" | "warning", file: string, title: string, 
   const escapeData = (text: string) => text.replace(/%/g, "%25").replace(/\r/g, "%0D").replace(/\n/g, "%0A");
   const escapeProperty = (text: string) => escapeData(text).replace(/:/g, "%3A").replace(/,/g, "%2C");
   return `::${severity} file=${escapeProperty(file)},title=${escapeProperty(title)}::${escapeData(message)}`;
-}
-
-function plural(count: number, singular: string, pluralForm = `${singular}s`): string {
-  return `${count} ${count === 1 ? singular : pluralForm}`;
 }

@@ -1,7 +1,7 @@
 import type { SchedulerStatus } from "../../cronledger.js";
 import { CONFIG_OPTION, JSON_OPTION, type Command } from "../command.js";
 import { assertMigrated, withLedger } from "../open-ledger.js";
-import { isoOrDash, table } from "../table.js";
+import { isoOrDash, plural, table } from "../format.js";
 
 export const status: Command = {
   name: "status",
@@ -19,7 +19,7 @@ export const status: Command = {
 };
 
 function describeStatus(report: SchedulerStatus): string[] {
-  const lines = [`Database clock ${report.databaseNow.toISOString()}, namespace "${report.namespace}", ${report.entries.length} schedule entries.`];
+  const lines = [`Database clock ${report.databaseNow.toISOString()}, namespace "${report.namespace}", ${plural(report.entries.length, "schedule entry", "schedule entries")}.`];
   if (report.entries.length > 0) {
     lines.push(
       "",

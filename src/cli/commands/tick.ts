@@ -1,6 +1,7 @@
 import type { TickReport } from "../../schedule/tick.js";
 import { UsageError } from "../args.js";
 import { CONFIG_OPTION, JSON_OPTION, type Command } from "../command.js";
+import { plural } from "../format.js";
 import { assertMigrated, withLedger } from "../open-ledger.js";
 
 export const tick: Command = {
@@ -32,7 +33,7 @@ function describeReport(report: TickReport): string[] {
   const lines = [
     `Tick at ${report.now.toISOString()}: ${report.enqueued.length} enqueued, ${report.lostRace.length} lost to another replica, ` +
       `${report.skippedStale.length} skipped as stale, ${report.quarantined.length} quarantined, ${report.repaired.length} repaired, ` +
-      `${report.created} new ledger rows.`,
+      `${plural(report.created, "new ledger row")}.`,
   ];
   for (const slot of report.enqueued) lines.push(`  enqueued     ${slot.jobName} for ${slot.slot.toISOString()} (job ${slot.jobId ?? "already queued"})`);
   for (const slot of report.skippedStale) lines.push(`  stale        ${slot.jobName} slot ${slot.slot.toISOString()} is older than its catch-up window`);

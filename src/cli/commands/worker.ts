@@ -3,6 +3,7 @@ import type { CronledgerConfig } from "../../config.js";
 import type { Cronledger } from "../../cronledger.js";
 import { integerOption, UsageError, type ParsedArgs } from "../args.js";
 import { CONFIG_OPTION, type CliIO, type Command } from "../command.js";
+import { plural } from "../format.js";
 import { assertMigrated, openLedger } from "../open-ledger.js";
 
 export const worker: Command = {
@@ -37,7 +38,7 @@ export const worker: Command = {
       });
       await startAdmin(ledger, config, adminPort, io);
       io.stderr(
-        `cronledger worker started: ${ledger.entries.length} schedule entries, ${ledger.jobs.size} jobs` +
+        `cronledger worker started: ${plural(ledger.entries.length, "schedule entry", "schedule entries")}, ${plural(ledger.jobs.size, "job")}` +
           `${settings.queues ? `, queues ${settings.queues.join(",")}` : ""}${settings.concurrency ? `, concurrency ${settings.concurrency}` : ""}. ` +
           "Ctrl-C or SIGTERM stops it gracefully.",
       );

@@ -8,3 +8,7 @@ export function table(rows: readonly (readonly string[])[]): string[] {
 export function isoOrDash(date: Date | null | undefined): string {
   return date ? date.toISOString() : "-";
 }
+
+export function plural(count: number, singular: string, pluralForm = `${singular}s`): string {
+  return `${count} ${count === 1 ? singular : pluralForm}`;
+}
