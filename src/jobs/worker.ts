@@ -21,7 +21,7 @@ export interface WorkOptions {
   readonly concurrency?: number;
   /** Queues to serve; default: every queue of the registered jobs and schedule entries, plus "default". */
   readonly queues?: readonly string[];
-  /** Most jobs claimed in one statement; default 200. Claims shrink to the free slots when jobs are slow. */
+  /** Most jobs claimed in one statement; default 500. Claims shrink to the free slots when jobs are slow. */
   readonly batchSize?: number;
   /** How often an idle worker looks for jobs that LISTEN/NOTIFY cannot announce (delayed jobs, retries); default 1 s. */
   readonly pollInterval?: Duration;
@@ -58,14 +58,14 @@ export interface WorkerHost {
 }
 
 export const DEFAULT_CONCURRENCY = 10;
-export const DEFAULT_BATCH_SIZE = 200;
+export const DEFAULT_BATCH_SIZE = 500;
 export const DEFAULT_POLL_INTERVAL_MS = 1_000;
 export const DEFAULT_GRACE_PERIOD_MS = 25_000;
 /** Completions are written together once this many are waiting, or after FLUSH_DELAY_MS. */
 const FLUSH_SIZE = 500;
 const FLUSH_DELAY_MS = 2;
 /** Prefetch enough claimed jobs for this much work at the observed rate, so claims overlap execution. */
-const PREFETCH_HORIZON_S = 0.025;
+const PREFETCH_HORIZON_S = 0.05;
 /** After aborting at the end of the grace period, how long handlers get to honour the signal. */
 const ABORT_SETTLE_MS = 2_000;
 const MAX_BACKOFF_MS = 5_000;
