@@ -354,7 +354,7 @@ describe.each(BACKENDS)("worker on %s", (backend) => {
   });
 });
 
-describe("worker wake-up", () => {
+describe("worker on postgres, in real time", () => {
   let store: TestStore | undefined;
   afterEach(async () => {
     await store?.dispose();
@@ -375,5 +375,38 @@ describe("worker wake-up", () => {
     expect(ranAt - enqueuedAt).toBeLessThan(5_000);
     await ledger.stop();
     expect(await working).toMatchObject({ succeeded: 1 });
+  });
+
+  it("heartbeats a long job so the reaper leaves it alone, however often it runs", async () => {
+    store = await createTestStore("postgres", "worker_heartbeat");
+    let finish!: () => void;
+    const release = new Promise<void>((resolve) => (finish = resolve));
+    let started!: () => void;
+    const running = new Promise<void>((resolve) => (started = resolve));
+    const long = defineJob({
+      name: "long.job",
+      retry: "maintenance",
+      run: async () => {
+        started();
+        await release;
+      },
+    });
+    const lease = 600;
+    const ledger = await store.open({ jobs: [long], chores: false, lease });
+    const { id } = await ledger.enqueue(long);
+    const working = ledger.work({ once: true });
+    await running;
+    // Three leases long, reaping all the while: heartbeats every lease/3 keep the job its worker's.
+    const reaped: number[] = [];
+    const deadline = performance.now() + 3 * lease;
+    while (performance.now() < deadline) {
+      const report = await ledger.reap();
+      reaped.push(report.requeued + report.failed);
+      await new Promise((resolve) => setTimeout(resolve, lease / 6));
+    }
+    finish();
+    expect(await working).toMatchObject({ succeeded: 1, failed: 0 });
+    expect(reaped.every((n) => n === 0)).toBe(true);
+    expect(await jobState(ledger, id)).toMatchObject({ status: "succeeded", attempts: 1 });
   });
 });
