@@ -81,6 +81,7 @@ export class Cronledger {
   readonly entryProblems = new EntryProblemTracker();
   private readonly memo: FireMemo = new Map();
   private readonly deferred = new Map<string, number>();
+  private readonly clock: { offsetMs: number | undefined } = { offsetMs: undefined };
   readonly leaseMs: number;
   private readonly retention: ResolvedRetention;
   private readonly choreEntries: readonly ResolvedEntry[];
@@ -158,7 +159,7 @@ export class Cronledger {
   async tick(options: TickOptions = {}): Promise<TickReport> {
     const started = performance.now();
     const report = await runTick(
-      { database: this.database, entries: this.choresActive ? this.entriesWithChores : this.entries, namespace: this.namespace, logger: this.logger, memo: this.memo, deferred: this.deferred },
+      { database: this.database, entries: this.choresActive ? this.entriesWithChores : this.entries, namespace: this.namespace, logger: this.logger, memo: this.memo, deferred: this.deferred, clock: this.clock },
       options,
     );
     this.events.tickCompleted(report, (performance.now() - started) / 1000);
