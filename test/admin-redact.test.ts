@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { MAX_REDACTED_LENGTH, REDACTED, redact, redactError } from "../src/admin/redact.js";
-import { JobNotRegisteredError, NonRetryableError } from "../src/errors.js";
+import { JobNotRegisteredError, NonRetryableError, PayloadValidationError } from "../src/errors.js";
 
 /** Each case: input, the secret(s) that must be gone, and text that must survive. */
 const CASES: readonly { name: string; input: string; secrets: string[]; kept?: string[] }[] = [
@@ -106,5 +106,11 @@ describe("redactError", () => {
     const circular: Record<string, unknown> = {};
     circular.self = circular;
     expect(redactError(circular)).toBe("[object Object]");
+  });
+
+  it("keeps the code of an error class whose name contains a secret-looking word", () => {
+    const stored = redactError(new PayloadValidationError("email.send", ["list: expected string"]));
+    expect(stored.startsWith("PayloadValidationError [invalid_payload]: ")).toBe(true);
+    expect(redact('TokenRefreshError [x]: payload {"password":"hunter2"}')).toBe("TokenRefreshError [x]: payload [redacted]");
   });
 });

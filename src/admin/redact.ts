@@ -104,7 +104,8 @@ function redactNamedValues(text: string): string {
   NAMED_PAIR.lastIndex = 0;
   for (let match = NAMED_PAIR.exec(text); match !== null; match = NAMED_PAIR.exec(text)) {
     const name = (match[2] ?? "").toLowerCase();
-    if (!SECRET_NAME.test(name)) continue;
+    // An error class is a label, not a field: "PayloadValidationError [invalid_payload]" keeps its code.
+    if (!SECRET_NAME.test(name) || /(?:error|exception)$/.test(name)) continue;
     const valueStart = match.index + match[0].length;
     const first = text[valueStart];
     let replacement: string;

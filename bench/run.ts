@@ -1,0 +1,6 @@
+// `npm run bench`: every benchmark, one after the other, each printing its table.
+import { runThroughputBench } from "./throughput.js";
+import { runTickBench } from "./tick.js";
+
+await runTickBench();
+await runThroughputBench();
