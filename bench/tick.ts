@@ -16,12 +16,17 @@ export type TickBenchRow = {
   entries: number;
   "idle pass ms": number;
   "idle statements": number;
+  "cold idle pass ms": number;
   "all-due pass ms": number;
   "all-due statements": number;
   "jobs enqueued": number;
 };
 
-/** One pass over N hourly entries: idle (nothing due, steady state) and all due, on the local PostgreSQL. */
+/**
+ * One pass over N hourly entries on the local PostgreSQL: idle (nothing
+ * due, steady state), cold idle (a fresh process's first pass, which reads
+ * every ledger row), and all due.
+ */
 export async function runTickBench(sizes: readonly number[] = [1_000, 10_000, 50_000]): Promise<TickBenchRow[]> {
   const name = "cronledger_bench_tick";
   const url = await freshDatabase(name);
@@ -45,10 +50,17 @@ export async function runTickBench(sizes: readonly number[] = [1_000, 10_000, 50
         const started = performance.now();
         const due = await ledger.tick({ now: new Date(START + HOUR + 1_000) });
         const dueMs = performance.now() - started;
+        // A process that just started has no memo: its first pass reads every ledger row.
+        const cold = createCronledger({ database: { url, poolSize: 2 }, jobs: [job], schedule, logger: silentLogger });
+        const coldStarted = performance.now();
+        await cold.tick({ now: new Date(START + HOUR + 60_000) });
+        const coldMs = performance.now() - coldStarted;
+        await cold.close();
         results.push({
           entries: size,
           "idle pass ms": Number(median(idleTimes).toFixed(1)),
           "idle statements": idleStatements,
+          "cold idle pass ms": Number(coldMs.toFixed(1)),
           "all-due pass ms": Number(dueMs.toFixed(1)),
           "all-due statements": due.statements,
           "jobs enqueued": due.enqueued.length,
