@@ -1,6 +1,6 @@
 import { fileURLToPath } from "node:url";
 import { sql } from "drizzle-orm";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 // Like the example itself, from the built package: the app's code and the test share one Cronledger type.
 import { createCronledger, silentLogger } from "cronledger";
 import config from "../examples/drizzle-app/cronledger.config.js";
@@ -8,19 +8,13 @@ import { openAppDatabase } from "../examples/drizzle-app/src/db.js";
 import { invoicesWithReminderState, remindCustomer } from "../examples/drizzle-app/src/reminders.js";
 import { invoices } from "../examples/drizzle-app/src/schema.js";
 import { runCli, watch } from "./support/child.js";
-import { createTestDatabase } from "./support/database.js";
+import { useTestDatabase } from "./support/database.js";
 
 const CONFIG = fileURLToPath(new URL("../examples/drizzle-app/cronledger.config.ts", import.meta.url));
 const DRIZZLE_KIT = fileURLToPath(new URL("../node_modules/.bin/drizzle-kit", import.meta.url));
 
 describe("examples/drizzle-app deploy flow", () => {
-  let database: Awaited<ReturnType<typeof createTestDatabase>>;
-  beforeAll(async () => {
-    database = await createTestDatabase(import.meta.url);
-  });
-  afterAll(async () => {
-    await database.drop();
-  });
+  const database = useTestDatabase(import.meta.url);
 
   it("CI: preflight passes without a database", async () => {
     const result = await runCli(["preflight", "--config", CONFIG], { env: { ...process.env, DATABASE_URL: "postgres://nobody@127.0.0.1:1/none" } });

@@ -1,32 +1,22 @@
-import { spawn } from "node:child_process";
 import { sql } from "drizzle-orm";
 import postgres from "postgres";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { openDatabase, query } from "../src/db/connection.js";
 import { availableMigrations, migrateDatabase, MIGRATIONS_SCHEMA, MIGRATIONS_TABLE } from "../src/db/migrate.js";
-import { createTestDatabase } from "./support/database.js";
+import { watch } from "./support/child.js";
+import { useTestDatabase } from "./support/database.js";
 
 const FIXTURE = new URL("./fixtures/migrate-process.ts", import.meta.url).pathname;
 
-function migrateInProcess(url: string): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ["--import", "tsx", FIXTURE], { env: { ...process.env, DATABASE_URL: url }, stdio: ["ignore", "pipe", "pipe"] });
-    let out = "";
-    let err = "";
-    child.stdout.on("data", (chunk: Buffer) => (out += chunk.toString()));
-    child.stderr.on("data", (chunk: Buffer) => (err += chunk.toString()));
-    child.on("exit", (code) => (code === 0 ? resolve(out.trim()) : reject(new Error(`migrate process exited ${code}: ${err}`))));
-  });
+/** One replica booting in its own OS process; resolves with what it printed. */
+async function migrateInProcess(url: string): Promise<string> {
+  const finished = await watch(process.execPath, ["--import", "tsx", FIXTURE], { env: { ...process.env, DATABASE_URL: url } }).exited;
+  if (finished.code !== 0) throw new Error(`migrate process exited ${finished.code}: ${finished.stderr}`);
+  return finished.stdout.trim();
 }
 
 describe("migrate()", () => {
-  let database: Awaited<ReturnType<typeof createTestDatabase>>;
-  beforeAll(async () => {
-    database = await createTestDatabase(import.meta.url);
-  });
-  afterAll(async () => {
-    await database.drop();
-  });
+  const database = useTestDatabase(import.meta.url);
 
   it("applies once from 4 processes at once, leaves the application's drizzle journal untouched, and is a no-op twice", async () => {
     // The application's own drizzle journal, as drizzle-kit's migrator leaves it.

@@ -1,30 +1,20 @@
-import { spawn } from "node:child_process";
 import { sql } from "drizzle-orm";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { createCronledger, type Cronledger } from "../src/cronledger.js";
 import { query } from "../src/db/connection.js";
 import { silentLogger } from "../src/log.js";
-import { createTestDatabase } from "./support/database.js";
+import { watch } from "./support/child.js";
+import { useTestDatabase } from "./support/database.js";
 import { concurrencyJob, minuteEntries, SLOT_MS, START } from "./fixtures/tick-schedule.js";
 
 const ENTRIES = 50;
 const SLOTS = 200;
 const FIXTURE = new URL("./fixtures/tick-process.ts", import.meta.url).pathname;
 
-function runProcess(args: string[], env: Record<string, string>): Promise<{ lostRace: number }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ["--import", "tsx", FIXTURE, ...args], {
-      env: { ...process.env, ...env },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
-    child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
-    child.on("exit", (code) =>
-      code === 0 ? resolve(JSON.parse(stdout.trim()) as { lostRace: number }) : reject(new Error(`tick process exited ${code}: ${stderr}`)),
-    );
-  });
+async function runProcess(args: string[], env: Record<string, string>): Promise<{ lostRace: number }> {
+  const finished = await watch(process.execPath, ["--import", "tsx", FIXTURE, ...args], { env: { ...process.env, ...env } }).exited;
+  if (finished.code !== 0) throw new Error(`tick process exited ${finished.code}: ${finished.stderr}`);
+  return JSON.parse(finished.stdout.trim()) as { lostRace: number };
 }
 
 async function assertOneJobPerEntryAndSlot(ledger: Cronledger): Promise<void> {
@@ -43,13 +33,7 @@ async function assertOneJobPerEntryAndSlot(ledger: Cronledger): Promise<void> {
 }
 
 describe("exactly once per slot under concurrency", () => {
-  let database: Awaited<ReturnType<typeof createTestDatabase>>;
-  beforeAll(async () => {
-    database = await createTestDatabase(import.meta.url);
-  });
-  afterAll(async () => {
-    await database.drop();
-  });
+  const database = useTestDatabase(import.meta.url);
 
   it("8 concurrent connections ticking the same instants enqueue one job per (entry, slot)", async () => {
     const ledgers = Array.from({ length: 8 }, () =>

@@ -1,11 +1,11 @@
 import { sql } from "drizzle-orm";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { createCronledger, type Cronledger } from "../src/cronledger.js";
 import { query } from "../src/db/connection.js";
 import { defineJob } from "../src/jobs/define-job.js";
 import { silentLogger } from "../src/log.js";
 import type { ScheduleEntry } from "../src/schedule/define-schedule.js";
-import { createTestDatabase } from "./support/database.js";
+import { useTestDatabase } from "./support/database.js";
 
 const job = defineJob({ name: "scale.probe", run: () => {} });
 const HOUR = 3_600_000;
@@ -31,13 +31,7 @@ async function statementsPerPass(url: string, size: number): Promise<{ first: nu
 }
 
 describe("a pass costs a constant number of statements", () => {
-  let database: Awaited<ReturnType<typeof createTestDatabase>>;
-  beforeAll(async () => {
-    database = await createTestDatabase(import.meta.url);
-  });
-  afterAll(async () => {
-    await database.drop();
-  });
+  const database = useTestDatabase(import.meta.url);
 
   it("issues the same statements for 10 and 10,000 entries, whether none or all are due", async () => {
     const small = await statementsPerPass(database.url, 10);

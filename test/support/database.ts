@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { basename } from "node:path";
 import postgres from "postgres";
-import { inject } from "vitest";
+import { afterAll, beforeAll, inject } from "vitest";
 import { withDatabase } from "./postgres-url.js";
 
 /** The server the suite runs against (resolved once by the global setup). */
@@ -32,6 +32,26 @@ export async function createTestDatabase(label: string): Promise<{ url: string; 
       } finally {
         await dropper.end({ timeout: 1 });
       }
+    },
+  };
+}
+
+/**
+ * A database of this file's own for the tests inside the calling describe
+ * block: created before them, dropped after them. Read `url` inside tests.
+ */
+export function useTestDatabase(label: string): { readonly url: string } {
+  let database: Awaited<ReturnType<typeof createTestDatabase>> | undefined;
+  beforeAll(async () => {
+    database = await createTestDatabase(label);
+  });
+  afterAll(async () => {
+    await database?.drop();
+  });
+  return {
+    get url() {
+      if (!database) throw new Error("useTestDatabase: the database exists only inside tests and hooks");
+      return database.url;
     },
   };
 }
