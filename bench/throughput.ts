@@ -45,7 +45,6 @@ async function waitFor(done: () => Promise<boolean> | boolean, timeoutMs = 300_0
   }
 }
 
-/** Enqueues LATENCY_SAMPLES jobs one at a time into an idle, running worker; returns p50 and p99 of enqueue-to-start. */
 /** Inserts JOBS jobs in ENQUEUE_CHUNK-sized bulk calls and returns jobs per second. */
 async function timedBulkInsert(insert: (count: number) => Promise<unknown>): Promise<number> {
   const started = performance.now();
@@ -53,6 +52,7 @@ async function timedBulkInsert(insert: (count: number) => Promise<unknown>): Pro
   return JOBS / ((performance.now() - started) / 1000);
 }
 
+/** Enqueues LATENCY_SAMPLES jobs one at a time into an idle, running worker; returns p50 and p99 of enqueue-to-start. */
 async function measureStartLatency(enqueueOne: (sentAt: number) => Promise<void>, latencies: number[]): Promise<[number, number]> {
   for (let i = 0; i < LATENCY_SAMPLES; i += 1) {
     await enqueueOne(nowMs());
