@@ -230,7 +230,11 @@ describe("cronledger against PostgreSQL", () => {
     expect(refused.code).toBe(1);
     expect(refused.stderr).toContain("The schedule has 6 errors");
 
-    const worker = watch(process.execPath, [CLI, "worker", "--config", GOOD_JS, "--concurrency", "2", "--admin-port", "0"], { env });
+    const tokenless = await runCli(["worker", "--config", GOOD_JS, "--admin-port", "0"], { env });
+    expect(tokenless.code).toBe(1);
+    expect(tokenless.stderr).toContain("--admin-without-token");
+
+    const worker = watch(process.execPath, [CLI, "worker", "--config", GOOD_JS, "--concurrency", "2", "--admin-port", "0", "--admin-without-token"], { env });
     try {
       const output = await worker.waitFor(/cronledger worker started: 1 schedule entry, /, 20_000);
       const adminUrl = /cronledger admin at (http:\S+)/.exec(output)?.[1] ?? "";

@@ -1,6 +1,7 @@
 import { startAdminServer } from "../../admin/server.js";
 import type { CronledgerConfig } from "../../config.js";
 import type { Cronledger } from "../../cronledger.js";
+import { ConfigError } from "../../errors.js";
 import { integerOption, UsageError, type ParsedArgs } from "../args.js";
 import { CONFIG_OPTION, type CliIO, type Command } from "../command.js";
 import { plural } from "../format.js";
@@ -23,6 +24,11 @@ export const worker: Command = {
       value: "<port>",
       description: "serve the admin API, Schedule page and /metrics on this port (token: CRONLEDGER_ADMIN_TOKEN or the config's admin.token)",
     },
+    {
+      name: "admin-without-token",
+      type: "boolean",
+      description: "serve the admin API with no token, on 127.0.0.1 only (development)",
+    },
   ],
   async run(args, io) {
     const concurrency = integerOption(args, "concurrency", 1, 10_000);
@@ -30,13 +36,14 @@ export const worker: Command = {
     const adminPort = integerOption(args, "admin-port", 0, 65_535);
     const { ledger, config } = await openLedger(args, io, "schedule");
     try {
+      const admin = adminSettings(config, adminPort, args.boolean("admin-without-token"), io);
       await assertMigrated(ledger);
       const settings = { concurrency: concurrency ?? config?.worker?.concurrency, queues: queues ?? config?.worker?.queues };
       await ledger.start({
         ...(settings.concurrency === undefined ? {} : { concurrency: settings.concurrency }),
         ...(settings.queues === undefined ? {} : { queues: settings.queues }),
       });
-      await startAdmin(ledger, config, adminPort, io);
+      if (admin) await startAdmin(ledger, admin, io);
       io.stderr(
         `cronledger worker started: ${plural(ledger.entries.length, "schedule entry", "schedule entries")}, ${plural(ledger.jobs.size, "job")}` +
           `${settings.queues ? `, queues ${settings.queues.join(",")}` : ""}${settings.concurrency ? `, concurrency ${settings.concurrency}` : ""}. ` +
@@ -52,17 +59,34 @@ export const worker: Command = {
   },
 };
 
-/** The server lives as long as the process: the runtime's signal handling ends both. */
-async function startAdmin(ledger: Cronledger, config: CronledgerConfig | undefined, portFlag: number | undefined, io: CliIO): Promise<void> {
+interface AdminSettings {
+  readonly port: number;
+  readonly host: string | undefined;
+  readonly token: string | undefined;
+}
+
+/** Checked before the worker starts: an admin API without a token is served only when asked for explicitly. */
+function adminSettings(config: CronledgerConfig | undefined, portFlag: number | undefined, withoutToken: boolean, io: CliIO): AdminSettings | undefined {
   const port = portFlag ?? config?.admin?.port;
-  if (port === undefined) return;
+  if (port === undefined) return undefined;
   const token = config?.admin?.token ?? (io.env.CRONLEDGER_ADMIN_TOKEN || undefined);
+  if (token === undefined && !withoutToken) {
+    throw new ConfigError(
+      "The admin API needs a bearer token: set CRONLEDGER_ADMIN_TOKEN or the config's admin.token, " +
+        "or pass --admin-without-token to serve it on 127.0.0.1 only, without one.",
+    );
+  }
+  return { port, host: config?.admin?.host, token };
+}
+
+/** The server lives as long as the process: the runtime's signal handling ends both. */
+async function startAdmin(ledger: Cronledger, admin: AdminSettings, io: CliIO): Promise<void> {
   const server = await startAdminServer(ledger, {
-    port,
-    ...(config?.admin?.host === undefined ? {} : { host: config.admin.host }),
-    ...(token === undefined ? { allowUnauthenticatedLocalhost: true } : { token }),
+    port: admin.port,
+    ...(admin.host === undefined ? {} : { host: admin.host }),
+    ...(admin.token === undefined ? { allowUnauthenticatedLocalhost: true } : { token: admin.token }),
   });
-  io.stderr(`cronledger admin at ${server.url}/admin/scheduler${token === undefined ? " (no token: loopback only; set CRONLEDGER_ADMIN_TOKEN to require one)" : ""}`);
+  io.stderr(`cronledger admin at ${server.url}/admin/scheduler${admin.token === undefined ? " (no token: loopback only)" : ""}`);
 }
 
 function queueList(args: ParsedArgs): string[] | undefined {
