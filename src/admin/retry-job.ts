@@ -2,7 +2,7 @@ import { sql } from "drizzle-orm";
 import { query, type Database } from "../db/connection.js";
 import { CronledgerError } from "../errors.js";
 import type { JobDefinition } from "../jobs/define-job.js";
-import { JOBS_CHANNEL } from "../jobs/insert-jobs.js";
+import { notifyQueues } from "../jobs/insert-jobs.js";
 import { boundKey } from "../schedule/identity.js";
 
 export class JobNotFoundError extends CronledgerError {
@@ -78,9 +78,7 @@ export async function retryFailedJob(database: Database, jobs: ReadonlyMap<strin
           from cronledger.jobs where id = ${jobId} and status = 'failed'
           on conflict (job_name, idempotency_key) where idempotency_key is not null do nothing
           returning id, queue
-        ), notified as (
-          select count(pg_notify(${JOBS_CHANNEL}, queue)) as n from inserted
-        )
+        ), notified as (${notifyQueues(sql`inserted`)})
         select inserted.id::float8 as id from inserted cross join notified`,
   );
   if (inserted) return { id: inserted.id, jobName: source.job_name, retryOf: jobId, idempotencyKey, created: true };

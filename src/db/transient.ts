@@ -21,16 +21,6 @@ export function isTransientDatabaseError(error: unknown): boolean {
   return false;
 }
 
-/** The SQLSTATE or driver code of a (possibly wrapped) database error, for logs. */
-export function databaseErrorCode(error: unknown): string | undefined {
-  for (let current: unknown = error, depth = 0; current && depth < 5; depth += 1) {
-    const code = (current as { code?: unknown }).code;
-    if (typeof code === "string") return code;
-    current = (current as { cause?: unknown }).cause;
-  }
-  return undefined;
-}
-
 export function rootMessage(error: unknown): string {
   let current: unknown = error;
   for (let depth = 0; depth < 5; depth += 1) {

@@ -3,6 +3,15 @@ import { sql, type SQL } from "drizzle-orm";
 /** Workers LISTEN on this channel; the payload is the queue that gained ready jobs. */
 export const JOBS_CHANNEL = "cronledger_jobs";
 
+/**
+ * A select that notifies each distinct queue among `rows` (a CTE, optionally
+ * filtered, with a `queue` column) once; the notifications go out on commit.
+ * Wherever jobs become ready, their queues are woken through this.
+ */
+export function notifyQueues(rows: SQL): SQL {
+  return sql`select count(pg_notify(${JOBS_CHANNEL}, queue)) as n from (select distinct queue from ${rows}) as queues`;
+}
+
 export interface NewJobRow {
   readonly jobName: string;
   readonly queue: string;
@@ -47,9 +56,7 @@ export function insertedJobsCtes(rows: readonly NewJobRow[], onlyScheduleKeysIn?
       ${filter}
       on conflict (job_name, idempotency_key) where idempotency_key is not null do nothing
       returning id, job_name, idempotency_key, schedule_key, queue
-    ), notified as (
-      select count(pg_notify(${JOBS_CHANNEL}, queue)) as n from (select distinct queue from inserted) queues
-    )`;
+    ), notified as (${notifyQueues(sql`inserted`)})`;
 }
 
 /** One INSERT for any number of jobs (see insertedJobsCtes). */

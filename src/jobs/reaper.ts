@@ -1,6 +1,6 @@
 import { sql } from "drizzle-orm";
 import { query, type Database } from "../db/connection.js";
-import { JOBS_CHANNEL } from "./insert-jobs.js";
+import { notifyQueues } from "./insert-jobs.js";
 
 /** How long a running job may go without a heartbeat before the reaper takes it back. */
 export const DEFAULT_LEASE_MS = 30_000;
@@ -61,10 +61,7 @@ export async function reapStaleJobs(database: Database, options: ReapOptions): P
             heartbeat_at = null
           from stale where j.id = stale.id
           returning j.status, j.queue
-        ), notified as (
-          select count(pg_notify(${JOBS_CHANNEL}, queue)) as n
-          from (select distinct queue from reaped where status = 'queued') queues
-        )
+        ), notified as (${notifyQueues(sql`reaped where status = 'queued'`)})
         select status, count(*)::int as n from reaped, notified group by status`,
   );
   const count = (status: string) => rows.find((row) => row.status === status)?.n ?? 0;

@@ -9,7 +9,7 @@ import { redactError } from "../admin/redact.js";
 import type { AttemptStatus, CronledgerEvents } from "../events.js";
 import type { Logger } from "../log.js";
 import { describeIssues, type JobContext, type JobDefinition, type JobResult } from "./define-job.js";
-import { JOBS_CHANNEL } from "./insert-jobs.js";
+import { JOBS_CHANNEL, notifyQueues } from "./insert-jobs.js";
 import { JobTimeoutError, LeaseLostError, InvalidStoredJobError, WorkerShutdownError } from "./job-errors.js";
 import { DEFAULT_LEASE_MS, heartbeatJobs } from "./reaper.js";
 import { retryDelayMs } from "./retry.js";
@@ -509,7 +509,7 @@ export class Worker {
               where j.id = t.id and j.locked_by = ${this.id} and j.status = 'running'
               returning j.queue, t.status, t.delta
             )
-            select count(pg_notify(${JOBS_CHANNEL}, queue)) from (select distinct queue from done where status = 'queued' and delta < 0) handed_back`,
+            ${notifyQueues(sql`done where status = 'queued' and delta < 0`)}`,
       );
       this.flushBackoffMs = 0;
     } catch (error) {

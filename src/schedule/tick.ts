@@ -103,6 +103,8 @@ interface Claim {
   /** The ledger value read, as epoch ms: the guard compares the stored value converted the same way, so it is exact. */
   readonly oldMs: number;
   readonly slotMs: number;
+  /** Fire time of the slot after this one: the memo's value once the claim succeeds. */
+  readonly nextFireMs: number;
   readonly stale: boolean;
 }
 
@@ -236,9 +238,10 @@ async function tickOnce(context: TickContext, options: TickOptions): Promise<Omi
       // A new entry never fires retroactively: its ledger starts at now. A row that vanished under
       // an entry this process knows (a prune during a rolling deploy) comes back at its last value.
       const startMs = seen?.ledgerMs ?? nowMs;
+      const upcoming = nextFireAfter(entry, startMs);
       missing.push({ entry, startMs });
-      memo.set(entry.ledgerKey, { ledgerMs: startMs, nextFireMs: nextFireAfter(entry, startMs) });
-      nextFireMs = Math.min(nextFireMs, nextFireAfter(entry, startMs));
+      memo.set(entry.ledgerKey, { ledgerMs: startMs, nextFireMs: upcoming });
+      nextFireMs = Math.min(nextFireMs, upcoming);
       continue;
     }
     if (ledgerMs > nowMs + FUTURE_LEDGER_TOLERANCE_MS) {
@@ -261,8 +264,9 @@ async function tickOnce(context: TickContext, options: TickOptions): Promise<Omi
     const deferredUntil = context.deferred.get(entry.ledgerKey);
     if (deferredUntil !== undefined && nowMs < deferredUntil) continue;
     context.deferred.delete(entry.ledgerKey);
-    claims.push({ entry, oldMs: ledgerMs, slotMs, stale: slotMs < nowMs - entry.catchUpWindowMs });
-    nextFireMs = Math.min(nextFireMs, nextFireAfter(entry, slotMs));
+    const following = nextFireAfter(entry, slotMs);
+    claims.push({ entry, oldMs: ledgerMs, slotMs, nextFireMs: following, stale: slotMs < nowMs - entry.catchUpWindowMs });
+    nextFireMs = Math.min(nextFireMs, following);
   }
 
   const nowIso = new Date(nowMs).toISOString();
@@ -379,14 +383,14 @@ async function claimBatch(executor: Executor, claims: readonly Claim[], namespac
 function classify(claims: readonly Claim[], claimedKeys: Set<string>, jobIds: Map<string, number>, into: ClaimResult, memo: FireMemo): void {
   for (const claim of claims) {
     const base = outcome(claim.entry, claim.slotMs);
-    if (claimedKeys.has(claim.entry.ledgerKey)) {
-      memo.set(claim.entry.ledgerKey, { ledgerMs: claim.slotMs, nextFireMs: nextFireAfter(claim.entry, claim.slotMs) });
-    } else {
+    if (!claimedKeys.has(claim.entry.ledgerKey)) {
       // Another replica moved the ledger to a value this process has not read.
       memo.delete(claim.entry.ledgerKey);
+      into.lostRace.push(base);
+      continue;
     }
-    if (!claimedKeys.has(claim.entry.ledgerKey)) into.lostRace.push(base);
-    else if (claim.stale) into.skippedStale.push(base);
+    memo.set(claim.entry.ledgerKey, { ledgerMs: claim.slotMs, nextFireMs: claim.nextFireMs });
+    if (claim.stale) into.skippedStale.push(base);
     else into.enqueued.push({ ...base, jobId: jobIds.get(claim.entry.ledgerKey) ?? null });
   }
 }
