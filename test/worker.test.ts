@@ -230,6 +230,23 @@ describe.each(BACKENDS)("worker on %s", (backend) => {
     expect(row.last_error).toContain("JobTimeoutError [job_timeout]");
   });
 
+  it("ends at the timeout a handler that never looks at its signal, whose signal then reads as aborted", async () => {
+    let resume: () => void = () => {};
+    const stuck = recordingJob("stuck.job", {
+      retry: "maintenance",
+      timeout: 50,
+      behave: () => new Promise<void>((resolve) => (resume = resolve)),
+    });
+    const ledger = await open([stuck.job]);
+    const { id } = await ledger.enqueue(stuck.job);
+    const summary = await ledger.work({ once: true });
+    resume();
+    expect(summary.failed).toBe(1);
+    expect(stuck.attempts[0]?.signal.aborted).toBe(true);
+    expect((stuck.attempts[0]?.signal.reason as Error).name).toBe("JobTimeoutError");
+    expect((await jobState(ledger, id)).last_error).toContain("JobTimeoutError [job_timeout]");
+  });
+
   it("gives handlers their context and runs lower priority values first", async () => {
     const order: number[] = [];
     const contexts: JobContext[] = [];

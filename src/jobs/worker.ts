@@ -8,7 +8,8 @@ import { ConfigError, JobNotRegisteredError, NonRetryableError } from "../errors
 import { redactError } from "../admin/redact.js";
 import type { AttemptStatus, CronledgerEvents } from "../events.js";
 import type { Logger } from "../log.js";
-import { describeIssues, type JobContext, type JobDefinition, type JobResult } from "./define-job.js";
+import { Attempt } from "./attempt.js";
+import { describeIssues, type JobDefinition } from "./define-job.js";
 import { JOBS_CHANNEL, notifyQueues } from "./insert-jobs.js";
 import { JobTimeoutError, LeaseLostError, InvalidStoredJobError, WorkerShutdownError } from "./job-errors.js";
 import { DEFAULT_LEASE_MS, heartbeatJobs } from "./reaper.js";
@@ -98,7 +99,7 @@ interface Completion {
 
 interface ActiveJob {
   readonly job: ClaimedJob;
-  readonly controller: AbortController;
+  readonly attempt: Attempt;
   readonly settled: Promise<void>;
 }
 
@@ -121,26 +122,6 @@ function positiveInteger(value: number | undefined, fallback: number, what: stri
 
 export function newWorkerId(): string {
   return `${hostname()}:${process.pid}:${randomBytes(3).toString("hex")}`;
-}
-
-/** Prefixes every line a handler logs with its job, so interleaved jobs stay readable. */
-class JobLogger implements Logger {
-  constructor(
-    private readonly logger: Logger,
-    private readonly fields: Record<string, unknown>,
-  ) {}
-  debug(message: string, fields?: Record<string, unknown>) {
-    this.logger.debug(message, { ...this.fields, ...fields });
-  }
-  info(message: string, fields?: Record<string, unknown>) {
-    this.logger.info(message, { ...this.fields, ...fields });
-  }
-  warn(message: string, fields?: Record<string, unknown>) {
-    this.logger.warn(message, { ...this.fields, ...fields });
-  }
-  error(message: string, fields?: Record<string, unknown>) {
-    this.logger.error(message, { ...this.fields, ...fields });
-  }
 }
 
 /**
@@ -334,44 +315,38 @@ export class Worker {
   private startJob(job: ClaimedJob): void {
     const definition = this.host.jobs.get(job.jobName);
     const started = performance.now();
-    const controller = new AbortController();
-    const settled = this.execute(job, definition, controller).then(
+    const attempt = new Attempt(
+      {
+        jobId: job.id,
+        jobName: job.jobName,
+        attempt: job.attempts,
+        maxAttempts: job.maxAttempts,
+        scheduledFor: job.scheduledForMs === null ? null : new Date(job.scheduledForMs),
+      },
+      this.host.logger,
+    );
+    const settled = this.execute(job, definition, attempt).then(
       (completion) => this.settle(job, definition, completion, started),
       (error: unknown) => this.settle(job, definition, this.failure(job, definition, error), started),
     );
-    this.active.set(job.id, { job, controller, settled });
+    this.active.set(job.id, { job, attempt, settled });
   }
 
-  private async execute(job: ClaimedJob, definition: JobDefinition | undefined, controller: AbortController): Promise<Completion> {
+  private async execute(job: ClaimedJob, definition: JobDefinition | undefined, attempt: Attempt): Promise<Completion> {
     this.host.events.jobStarted({ jobId: job.id, jobName: job.jobName, attempt: job.attempts });
     if (definition === undefined) return this.failure(job, undefined, new JobNotRegisteredError(job.jobName));
     const parsed = definition.payload.safeParse(JSON.parse(job.payload));
     if (!parsed.success) return this.failure(job, definition, new InvalidStoredJobError(job.jobName, job.id, describeIssues(parsed.error)));
-    const ctx: JobContext = {
-      jobId: job.id,
-      jobName: job.jobName,
-      attempt: job.attempts,
-      maxAttempts: job.maxAttempts,
-      scheduledFor: job.scheduledForMs === null ? null : new Date(job.scheduledForMs),
-      signal: controller.signal,
-      log: new JobLogger(this.host.logger, { job: job.jobName, jobId: job.id, attempt: job.attempts }),
-    };
-    const timeout = setTimeout(() => controller.abort(new JobTimeoutError(job.jobName, definition.timeoutMs)), definition.timeoutMs);
-    let onAbort: (() => void) | undefined;
+    const timeout = setTimeout(() => attempt.abort(new JobTimeoutError(job.jobName, definition.timeoutMs)), definition.timeoutMs);
     try {
-      const aborted = new Promise<never>((_, reject) => {
-        onAbort = () => reject(controller.signal.reason);
-        controller.signal.addEventListener("abort", onAbort, { once: true });
-      });
-      const result = (await Promise.race([Promise.resolve().then(() => definition.run(parsed.data, ctx)), aborted])) as JobResult;
+      const result = await attempt.run(definition, parsed.data);
       const outcome = result && typeof result === "object" && (result.outcome === "skip" || result.outcome === "noop") ? result.outcome : null;
       return { id: job.id, status: "succeeded", outcome, error: null, delayMs: 0, attemptsDelta: 0 };
     } catch (error) {
-      if (controller.signal.aborted && controller.signal.reason instanceof WorkerShutdownError) return this.handBackCompletion(job);
-      return this.failure(job, definition, controller.signal.aborted ? controller.signal.reason : error);
+      if (attempt.abortReason instanceof WorkerShutdownError) return this.handBackCompletion(job);
+      return this.failure(job, definition, attempt.isAborted ? attempt.abortReason : error);
     } finally {
       clearTimeout(timeout);
-      if (onAbort) controller.signal.removeEventListener("abort", onAbort);
     }
   }
 
@@ -401,7 +376,7 @@ export class Worker {
     const entry = this.active.get(job.id);
     if (entry === undefined) return;
     this.active.delete(job.id);
-    if (entry.controller.signal.aborted && entry.controller.signal.reason instanceof LeaseLostError) return;
+    if (entry.attempt.abortReason instanceof LeaseLostError) return;
     if (completion.attemptsDelta < 0) {
       this.summary.returned += 1;
       this.enqueueCompletion(completion);
@@ -547,7 +522,7 @@ export class Worker {
       const active = this.active.get(id);
       if (active) {
         this.host.logger.warn("a running job was reaped (stale heartbeat); aborting it here", { worker: this.id, jobId: id, job: active.job.jobName });
-        active.controller.abort(new LeaseLostError(id));
+        active.attempt.abort(new LeaseLostError(id));
         continue;
       }
       const index = this.buffer.findIndex((job) => job.id === id);
@@ -577,7 +552,7 @@ export class Worker {
         gracePeriodMs,
       });
       const reason = new WorkerShutdownError(this.id);
-      for (const entry of this.active.values()) entry.controller.abort(reason);
+      for (const entry of this.active.values()) entry.attempt.abort(reason);
       let settleTimer: NodeJS.Timeout | undefined;
       await Promise.race([running(), new Promise<void>((resolve) => (settleTimer = setTimeout(resolve, ABORT_SETTLE_MS)))]);
       clearTimeout(settleTimer);

@@ -1,0 +1,105 @@
+import type { Logger } from "../log.js";
+import type { JobContext, JobDefinition, JobResult } from "./define-job.js";
+
+/** Prefixes every line a handler logs with its job, so interleaved jobs stay readable. */
+class JobLogger implements Logger {
+  constructor(
+    private readonly logger: Logger,
+    private readonly fields: Record<string, unknown>,
+  ) {}
+  debug(message: string, fields?: Record<string, unknown>) {
+    this.logger.debug(message, { ...this.fields, ...fields });
+  }
+  info(message: string, fields?: Record<string, unknown>) {
+    this.logger.info(message, { ...this.fields, ...fields });
+  }
+  warn(message: string, fields?: Record<string, unknown>) {
+    this.logger.warn(message, { ...this.fields, ...fields });
+  }
+  error(message: string, fields?: Record<string, unknown>) {
+    this.logger.error(message, { ...this.fields, ...fields });
+  }
+}
+
+export interface AttemptInput {
+  readonly jobId: number;
+  readonly jobName: string;
+  readonly attempt: number;
+  readonly maxAttempts: number;
+  readonly scheduledFor: Date | null;
+}
+
+/**
+ * One run of a handler: its `ctx`, and the way the worker ends it early
+ * (timeout, shutdown, lost lease). The AbortSignal and the logger are made
+ * only when the handler reads them: an AbortController per job was the
+ * largest cost of a no-op job, and most handlers never look at either.
+ */
+export class Attempt implements JobContext {
+  readonly jobId: number;
+  readonly jobName: string;
+  readonly attempt: number;
+  readonly maxAttempts: number;
+  readonly scheduledFor: Date | null;
+  /** Why the worker ended this attempt; undefined while it may run on. */
+  abortReason: unknown;
+  private aborted = false;
+  private controller: AbortController | undefined;
+  private logger: Logger | undefined;
+  private rejectRun: ((reason: unknown) => void) | undefined;
+
+  constructor(
+    input: AttemptInput,
+    private readonly baseLogger: Logger,
+  ) {
+    this.jobId = input.jobId;
+    this.jobName = input.jobName;
+    this.attempt = input.attempt;
+    this.maxAttempts = input.maxAttempts;
+    this.scheduledFor = input.scheduledFor;
+  }
+
+  get signal(): AbortSignal {
+    if (this.controller === undefined) {
+      this.controller = new AbortController();
+      if (this.aborted) this.controller.abort(this.abortReason);
+    }
+    return this.controller.signal;
+  }
+
+  get log(): Logger {
+    this.logger ??= new JobLogger(this.baseLogger, { job: this.jobName, jobId: this.jobId, attempt: this.attempt });
+    return this.logger;
+  }
+
+  get isAborted(): boolean {
+    return this.aborted;
+  }
+
+  /** Aborts the signal and settles the run with `reason` at once, whether or not the handler honours the signal. */
+  abort(reason: unknown): void {
+    if (this.aborted) return;
+    this.aborted = true;
+    this.abortReason = reason;
+    this.controller?.abort(reason);
+    this.rejectRun?.(reason);
+  }
+
+  /** Runs the handler after the current task, so the worker has recorded the attempt as active first. */
+  run(definition: JobDefinition, payload: unknown): Promise<JobResult> {
+    return new Promise<JobResult>((resolve, reject) => {
+      if (this.aborted) {
+        reject(this.abortReason);
+        return;
+      }
+      this.rejectRun = reject;
+      queueMicrotask(() => {
+        try {
+          Promise.resolve(definition.run(payload, this)).then(resolve, reject);
+        } catch (error) {
+          reject(error);
+        }
+      });
+    });
+  }
+}
