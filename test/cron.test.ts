@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { InvalidCronError, InvalidTimezoneError } from "../src/errors.js";
-import { assertTimezone, parseCron } from "../src/schedule/cron.js";
+import { parseCron } from "../src/schedule/cron.js";
+import { assertTimezone } from "../src/schedule/timezone.js";
 import { slotCalendar } from "../src/schedule/slot-calendar.js";
 
 describe("parseCron canonical form", () => {

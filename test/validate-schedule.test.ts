@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { ScheduleValidationError, type ScheduleProblem } from "../src/errors.js";
 import { defineJob } from "../src/jobs/define-job.js";
-import { loadSchedule, validateSchedule } from "../src/schedule/validate.js";
+import { loadSchedule, resolveSchedule, validateSchedule } from "../src/schedule/validate.js";
 
 const rollup = defineJob({ name: "reports.rollup", run: () => {} });
 const digest = defineJob({ name: "email.send-digest", payload: z.object({ list: z.string() }), run: () => {} });
@@ -105,6 +105,27 @@ describe("validateSchedule", () => {
         { job: rollup, cron: "0 0 * * *", timezone: "Europe/Berlin" },
       ]),
     ).toEqual([]);
+  });
+
+  it("duplicate_entry: two spellings of one zone are one timing; a timezone's letter case does not change the identity", () => {
+    const caseOnly = only([
+      { job: rollup, cron: "0 8 * * *", timezone: "Europe/Berlin" },
+      { job: rollup, cron: "0 8 * * *", timezone: "europe/berlin" },
+    ]);
+    expect(caseOnly).toMatchObject({ code: "duplicate_entry", index: 1, identity: "reports.rollup||0 8 * * *|Europe/Berlin" });
+
+    const alias = only([
+      { job: rollup, cron: "0 8 * * *", timezone: "America/New_York" },
+      { job: rollup, cron: "0 8 * * *", timezone: "US/Eastern" },
+    ]);
+    expect(alias).toMatchObject({ code: "duplicate_entry", index: 1, identity: "reports.rollup||0 8 * * *|US/Eastern" });
+    expect(alias.message).toContain('("America/New_York" and "US/Eastern" are the same zone)');
+
+    const utc = only([{ job: rollup, cron: "0 8 * * *" }, { job: rollup, cron: "0 8 * * *", timezone: "utc" }]);
+    expect(utc).toMatchObject({ code: "duplicate_entry", identity: "reports.rollup||0 8 * * *|UTC" });
+
+    const { entries } = resolveSchedule([{ job: rollup, cron: "0 8 * * *", timezone: "ASIA/TOKYO" }], JOBS, { now: NOW });
+    expect(entries.map((entry) => [entry.timezone, entry.identity])).toEqual([["Asia/Tokyo", "reports.rollup||0 8 * * *|Asia/Tokyo"]]);
   });
 
   it("invalid_jitter: unparseable, or not shorter than the gap between slots", () => {

@@ -1,6 +1,6 @@
 import { CronExpressionParser } from "cron-parser";
 import type { CronFieldCollection } from "cron-parser";
-import { InvalidCronError, InvalidTimezoneError } from "../errors.js";
+import { InvalidCronError } from "../errors.js";
 
 export interface ParsedCron {
   /** The expression as written. */
@@ -134,15 +134,6 @@ export function cronFieldSets(cron: ParsedCron): CronFieldSets {
   if (!sets) throw new Error("parseCron did not record field sets");
   fieldSets.set(cron, sets);
   return sets;
-}
-
-export function assertTimezone(timezone: string): void {
-  if (typeof timezone !== "string" || timezone.trim() === "") throw new InvalidTimezoneError(String(timezone));
-  try {
-    new Intl.DateTimeFormat(undefined, { timeZone: timezone });
-  } catch {
-    throw new InvalidTimezoneError(timezone);
-  }
 }
 
 function toSets(fields: CronFieldCollection): CronFieldSets {

@@ -1,4 +1,5 @@
-import { assertTimezone, cronFieldSets, parseCron } from "./cron.js";
+import { cronFieldSets, parseCron } from "./cron.js";
+import { assertTimezone } from "./timezone.js";
 import type { CronFieldSets, ParsedCron } from "./cron.js";
 
 export interface SlotCalendar {

@@ -3,9 +3,10 @@ import { parseDuration } from "../duration.js";
 import { CronledgerError, ScheduleValidationError, type ScheduleProblem } from "../errors.js";
 import { describeIssues, isJobDefinition, type JobDefinition } from "../jobs/define-job.js";
 import { closest } from "../suggest.js";
-import { assertTimezone, parseCron, type ParsedCron } from "./cron.js";
+import { parseCron, type ParsedCron } from "./cron.js";
 import { entryIdentity, ledgerKey } from "./identity.js";
 import { slotCalendar, type SlotCalendar } from "./slot-calendar.js";
+import { timezoneSpelling, zoneOf } from "./timezone.js";
 
 export const DEFAULT_CATCH_UP_WINDOW_MS = 24 * 3_600_000;
 /** Ordinary lateness (a slow tick, a deploy) must never drop a slot. */
@@ -104,7 +105,7 @@ export function resolveSchedule(
   const registry = new Map(jobs.map((job) => [job.name, job]));
   const problems: ScheduleProblem[] = [];
   const resolved: ResolvedEntry[] = [];
-  const seen = new Map<string, number>();
+  const seen = new Map<string, { index: number; timezone: string }>();
   const parsedCrons = new Map<string, ParsedCron>();
   const calendars = new Map<string, SlotCalendar>();
 
@@ -122,7 +123,7 @@ export function resolveSchedule(
     }
     const entry = shape.data;
     const name = typeof entry.job === "string" ? entry.job : entry.job.name;
-    const timezone = entry.timezone ?? "UTC";
+    let timezone = entry.timezone ?? "UTC";
     let broken = false;
 
     let cron: ParsedCron | undefined;
@@ -134,7 +135,7 @@ export function resolveSchedule(
       broken = true;
     }
     try {
-      assertTimezone(timezone);
+      timezone = timezoneSpelling(timezone);
     } catch (error) {
       report("invalid_timezone", messageOf(error));
       broken = true;
@@ -194,16 +195,18 @@ export function resolveSchedule(
       return;
     }
 
-    const first = seen.get(identity);
+    const timing = entryIdentity({ jobName: name, key: entry.key, canonicalCron: cron.canonical, timezone: zoneOf(timezone) });
+    const first = seen.get(timing);
     if (first !== undefined) {
+      const sameZone = first.timezone === timezone ? "" : ` (${JSON.stringify(first.timezone)} and ${JSON.stringify(timezone)} are the same zone)`;
       report(
         "duplicate_entry",
-        `same job and timing as schedule[${first}] (identity "${identity}"); give one of them a distinct \`key\`, or remove the duplicate.`,
+        `same job and timing as schedule[${first.index}]${sameZone} (identity "${identity}"); give one of them a distinct \`key\`, or remove the duplicate.`,
         identity,
       );
       return;
     }
-    seen.set(identity, index);
+    seen.set(timing, { index, timezone });
 
     const firstSlot = cron.neverMatches ? null : calendar.nextMs(nowMs);
     if (firstSlot === null || firstSlot > nowMs + NEVER_MATCHES_HORIZON_MS) {
