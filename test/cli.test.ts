@@ -1,4 +1,4 @@
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -27,6 +27,13 @@ const BROKEN_ENTRIES = [
   [7, "invalid_jitter"],
 ] as const;
 
+/** The 1-based line of the fixture that contains `text`: where an annotation for that entry must point. */
+function lineOf(file: string, text: string): number {
+  const index = readFileSync(fixture(file), "utf8").split("\n").findIndex((line) => line.includes(text));
+  if (index < 0) throw new Error(`${text} is not in ${file}`);
+  return index + 1;
+}
+
 describe("cronledger preflight", () => {
   it("reports all six broken entries of a .ts config with their codes and positions, and exits 1", async () => {
     const result = await runCli(["preflight", "--config", BROKEN]);
@@ -46,6 +53,13 @@ describe("cronledger preflight", () => {
     expect(report).toMatchObject({ ok: false, entries: 8, errors: 6, warnings: 0 });
     expect(report.problems.map((problem) => [problem.index, problem.code])).toEqual(BROKEN_ENTRIES.map(([index, code]) => [index, code]));
     expect(report.problems.every((problem) => problem.severity === "error" && problem.message.length > 0)).toBe(true);
+    expect(report.problems[1]).toMatchObject({ location: { file: "test/fixtures/cli/broken-schedule.ts", line: lineOf("broken-schedule.ts", "Mars/Olympus_Mons"), column: 3 } });
+  });
+
+  it("points at the config file alone when the schedule is not one array literal", async () => {
+    const result = await runCli(["preflight", "--config", fixture("mapped.config.ts"), "--format", "github"]);
+    expect(result.code).toBe(1);
+    expect(result.stdout).toMatch(/^::error file=test\/fixtures\/cli\/mapped\.config\.ts,title=cronledger invalid_cron in schedule\[0\]::/m);
   });
 
   it("exits 0 with the warning when never_matches is the only problem", async () => {
@@ -60,11 +74,18 @@ describe("cronledger preflight", () => {
     expect(broken.code).toBe(1);
     const annotations = broken.stdout.split("\n").filter((line) => line.startsWith("::"));
     expect(annotations).toHaveLength(6);
-    expect(annotations[0]).toMatch(/^::error file=test\/fixtures\/cli\/broken\.config\.ts,title=cronledger invalid_cron in schedule\[2\]::schedule\[2\] /);
+    // The schedule lives in a file the config imports: each annotation points at its entry's line there.
+    const badMinute = lineOf("broken-schedule.ts", '"61 * * * *"');
+    expect(annotations[0]).toMatch(
+      new RegExp(`^::error file=test/fixtures/cli/broken-schedule\\.ts,line=${badMinute},col=3,title=cronledger invalid_cron in schedule\\[2\\]::schedule\\[2\\] `),
+    );
+    expect(annotations[5]).toContain(`line=${lineOf("broken-schedule.ts", 'jitter: "5m"')},`);
 
     const warningOnly = await runCli(["preflight", "--config", NEVER_MATCHES, "--format", "github"]);
     expect(warningOnly.code).toBe(0);
-    expect(warningOnly.stdout).toMatch(/^::warning file=test\/fixtures\/cli\/never-matches\.config\.ts,title=cronledger never_matches in schedule\[1\]::/m);
+    expect(warningOnly.stdout).toMatch(
+      new RegExp(`^::warning file=test/fixtures/cli/never-matches\\.config\\.ts,line=${lineOf("never-matches.config.ts", "leap-dreams")},col=5,title=cronledger never_matches in schedule\\[1\\]::`, "m"),
+    );
 
     const notAConfig = await runCli(["preflight", "--config", fixture("not-a-config.ts"), "--format", "github"]);
     expect(notAConfig.code).toBe(1);

@@ -69,6 +69,11 @@ export async function main(argv: readonly string[], io: CliIO): Promise<number> 
 
 /** The `cronledger` binary: process arguments and streams, and an exit that does not wait on stray handles. */
 export async function run(): Promise<void> {
+  // A reader that stops early (`| head`) closes the pipe: stop writing, as other Unix tools do, instead of crashing.
+  process.stdout.on("error", (error: NodeJS.ErrnoException) => {
+    if (error.code === "EPIPE") process.exit(process.exitCode ?? 0);
+    throw error;
+  });
   const code = await main(process.argv.slice(2), {
     cwd: process.cwd(),
     env: process.env,

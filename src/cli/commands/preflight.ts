@@ -4,6 +4,7 @@ import { CronledgerError } from "../../errors.js";
 import { validateSchedule } from "../../schedule/validate.js";
 import { UsageError, type ParsedArgs } from "../args.js";
 import { CONFIG_OPTION, JSON_OPTION, type CliIO, type Command } from "../command.js";
+import { locateEntries, type SourceLocation } from "../entry-locations.js";
 import { plural } from "../format.js";
 import { loadConfig, requireConfigFile } from "../load-config.js";
 
@@ -35,15 +36,20 @@ export const preflight: Command = {
       // CI reads the annotation or the JSON, so a config that does not load is reported there too.
       if (format === "text" || !(error instanceof CronledgerError)) throw error;
       if (format === "json") io.stdout(JSON.stringify({ ok: false, config: shownFile, error: { code: error.code, message: error.message } }, null, 2));
-      else io.stdout(annotation("error", shownFile, `cronledger ${error.code}`, error.message));
+      else io.stdout(annotation("error", { file: shownFile }, `cronledger ${error.code}`, error.message));
       return 1;
     }
     const errors = problems.filter((problem) => problem.severity === "error").length;
     const warnings = problems.length - errors;
     const summary = { config: shownFile, entries, errors, warnings };
-    if (format === "json") io.stdout(JSON.stringify({ ok: errors === 0, ...summary, problems }, null, 2));
-    else if (format === "github") printGithub(io, shownFile, problems, summary);
-    else printText(io, problems, summary);
+    const locations = problems.length > 0 ? await locateEntries(file, entries) : undefined;
+    const located: LocatedProblem[] = problems.map((problem) => {
+      const location = locations?.[problem.index];
+      return location === undefined ? problem : { ...problem, location: { ...location, file: relative(io.cwd, location.file) || location.file } };
+    });
+    if (format === "json") io.stdout(JSON.stringify({ ok: errors === 0, ...summary, problems: located }, null, 2));
+    else if (format === "github") printGithub(io, shownFile, located, summary);
+    else printText(io, located, summary);
     return errors > 0 ? 1 : 0;
   },
 };
@@ -60,6 +66,9 @@ function formatOf(args: ParsedArgs): Format {
   return known;
 }
 
+/** A problem with where its entry is written, when the source could be read. */
+type LocatedProblem = ScheduleProblem & { readonly location?: SourceLocation };
+
 interface Summary {
   readonly config: string;
   readonly entries: number;
@@ -73,21 +82,25 @@ function verdict(summary: Summary): string {
   return `cronledger preflight passed: ${plural(summary.entries, "schedule entry", "schedule entries")} in ${summary.config}, ${counts}.`;
 }
 
-function printText(io: CliIO, problems: readonly ScheduleProblem[], summary: Summary): void {
-  for (const problem of problems) io.stdout(`${problem.severity} [${problem.code}] ${problem.message}`);
+function printText(io: CliIO, problems: readonly LocatedProblem[], summary: Summary): void {
+  for (const problem of problems) {
+    const where = problem.location === undefined ? "" : ` (${problem.location.file}:${problem.location.line}:${problem.location.column})`;
+    io.stdout(`${problem.severity} [${problem.code}] ${problem.message}${where}`);
+  }
   io.stdout(verdict(summary));
 }
 
-function printGithub(io: CliIO, file: string, problems: readonly ScheduleProblem[], summary: Summary): void {
+function printGithub(io: CliIO, configFile: string, problems: readonly LocatedProblem[], summary: Summary): void {
   for (const problem of problems) {
-    io.stdout(annotation(problem.severity, file, `cronledger ${problem.code} in schedule[${problem.index}]`, problem.message));
+    io.stdout(annotation(problem.severity, problem.location ?? { file: configFile }, `cronledger ${problem.code} in schedule[${problem.index}]`, problem.message));
   }
   io.stdout(verdict(summary));
 }
 
 /** A GitHub Actions workflow command; its properties and message use the runner's own escaping. */
-function annotation(severity: "error" | "warning", file: string, title: string, message: string): string {
+function annotation(severity: "error" | "warning", where: Partial<SourceLocation> & { file: string }, title: string, message: string): string {
   const escapeData = (text: string) => text.replace(/%/g, "%25").replace(/\r/g, "%0D").replace(/\n/g, "%0A");
   const escapeProperty = (text: string) => escapeData(text).replace(/:/g, "%3A").replace(/,/g, "%2C");
-  return `::${severity} file=${escapeProperty(file)},title=${escapeProperty(title)}::${escapeData(message)}`;
+  const position = where.line === undefined ? "" : `,line=${where.line},col=${where.column ?? 1}`;
+  return `::${severity} file=${escapeProperty(where.file)}${position},title=${escapeProperty(title)}::${escapeData(message)}`;
 }
