@@ -21,7 +21,7 @@ import { parseDuration, type Duration } from "./duration.js";
 import { DEFAULT_LEASE_MS, reapStaleJobs, type ReapReport } from "./jobs/reaper.js";
 import { pruneFinishedJobs, resolveRetention, type ResolvedRetention } from "./jobs/retention.js";
 import { Worker, type WorkOptions, type WorkSummary } from "./jobs/worker.js";
-import { choreSchedule, type ChoresSetting } from "./runtime/chores.js";
+import { CHORE_QUEUE, choreSchedule, type ChoresSetting } from "./runtime/chores.js";
 import { Supervisor, type StartOptions } from "./runtime/supervisor.js";
 
 export interface CronledgerOptions {
@@ -57,6 +57,8 @@ export interface EntryStatus {
   readonly timezone: string;
   readonly lastEnqueuedSlot: Date | null;
   readonly nextRunAt: Date | null;
+  /** One of cronledger's own chores (`cronledger.reap`, `cronledger.prune`), not an entry of the app's schedule. */
+  readonly chore: boolean;
 }
 
 export interface SchedulerStatus {
@@ -192,24 +194,31 @@ export class Cronledger {
     );
     const queues: Record<string, Record<string, number>> = {};
     for (const row of counts) (queues[row.queue] ??= {})[row.status] = row.n;
+    const view = (entry: ResolvedEntry, chore: boolean): EntryStatus => {
+      const last = slots.get(entry.ledgerKey) ?? null;
+      const next = entry.calendar.nextMs(Math.max(last?.getTime() ?? 0, databaseNow.getTime()));
+      return {
+        identity: entry.identity,
+        key: entry.ledgerKey,
+        jobName: entry.jobName,
+        cron: entry.cron.source,
+        timezone: entry.timezone,
+        lastEnqueuedSlot: last,
+        nextRunAt: next === null ? null : new Date(next),
+        chore,
+      };
+    };
     return {
       databaseNow,
       namespace: this.namespace,
       warnings: this.warnings,
       queues,
-      entries: this.entries.map((entry) => {
-        const last = slots.get(entry.ledgerKey) ?? null;
-        const next = entry.calendar.nextMs(Math.max(last?.getTime() ?? 0, databaseNow.getTime()));
-        return {
-          identity: entry.identity,
-          key: entry.ledgerKey,
-          jobName: entry.jobName,
-          cron: entry.cron.source,
-          timezone: entry.timezone,
-          lastEnqueuedSlot: last,
-          nextRunAt: next === null ? null : new Date(next),
-        };
-      }),
+      // The chores are listed unless `chores: false`, also in a process that never calls start():
+      // like the app's entries, they are slots of the shared ledger that whichever replica runs
+      // start() fires, and the process serving the admin page or `cronledger status` is often not
+      // one of them. Hiding them there would hide whether the reaper fires at all; shown, a reap
+      // entry whose last slot lags tells the operator that no replica runs the chores.
+      entries: [...this.entries.map((entry) => view(entry, false)), ...this.choreEntries.map((entry) => view(entry, true))],
     };
   }
 
@@ -281,7 +290,10 @@ export class Cronledger {
 
   private createWorker(options: WorkOptions): Worker {
     const queues = new Set(["default", ...[...this.jobs.values()].map((job) => job.queue), ...this.entries.map((entry) => entry.queue)]);
-    return new Worker(this, { ...options, defaultQueues: [...queues], defaultLeaseMs: this.leaseMs });
+    // A process that ticks the chores also runs them, whatever queues it was given: otherwise
+    // `start({ queues: ["default"] })` would enqueue reap jobs nobody runs, and crashed jobs would stay running.
+    const explicit = options.queues !== undefined && this.choresActive ? { queues: [...new Set([...options.queues, CHORE_QUEUE])] } : {};
+    return new Worker(this, { ...options, ...explicit, defaultQueues: [...queues], defaultLeaseMs: this.leaseMs });
   }
 
   async close(): Promise<void> {

@@ -39,7 +39,7 @@ export type { FailureFilter, FailurePage, FailureTicket } from "./admin/failures
 export { JobNotFailedError, JobNotFoundError } from "./admin/retry-job.js";
 export type { RetriedJob } from "./admin/retry-job.js";
 export type { RecentEntryProblem } from "./admin/entry-problems.js";
-export { MAX_REDACTED_LENGTH, redact, redactError } from "./admin/redact.js";
+export { MAX_REDACTED_LENGTH, redact, redactError, redactFields } from "./admin/redact.js";
 export type { Duration } from "./duration.js";
 export type { Logger } from "./log.js";
 export { consoleLogger, silentLogger } from "./log.js";

@@ -1,3 +1,5 @@
+import { redact, redactFields } from "./admin/redact.js";
+
 /** Structured logger; cronledger writes one line per event through it. */
 export interface Logger {
   debug(message: string, fields?: Record<string, unknown>): void;
@@ -6,9 +8,10 @@ export interface Logger {
   error(message: string, fields?: Record<string, unknown>): void;
 }
 
+// Handlers log through ctx.log into this sink too: it redacts, whoever wrote the line.
 function format(message: string, fields?: Record<string, unknown>): string {
-  if (!fields || Object.keys(fields).length === 0) return `[cronledger] ${message}`;
-  return `[cronledger] ${message} ${JSON.stringify(fields)}`;
+  if (!fields || Object.keys(fields).length === 0) return `[cronledger] ${redact(message)}`;
+  return `[cronledger] ${redact(message)} ${JSON.stringify(redactFields(fields))}`;
 }
 
 export const consoleLogger: Logger = {

@@ -2,10 +2,26 @@ import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createAdminHandler } from "../src/admin/handler.js";
 import { OTHER_JOB_TYPE } from "../src/admin/metrics.js";
-import type { AdminStatus } from "../src/admin/status.js";
+import { startAdminServer } from "../src/admin/server.js";
+import type { AdminStatus, EntryView } from "../src/admin/status.js";
+import { createCronledger } from "../src/cronledger.js";
 import { ConfigError } from "../src/errors.js";
 import type { WorkSummary } from "../src/jobs/worker.js";
-import { chargeJob, createAdminFixture, flakyJob, LEAKED_BEARER, LEAKED_PASSWORD, noopJob, okJob, skipJob, type AdminFixture } from "./support/admin-fixture.js";
+import { silentLogger } from "../src/log.js";
+import { DEFAULT_PRUNE_CRON, DEFAULT_REAP_CRON, PRUNE_JOB, REAP_JOB } from "../src/runtime/chores.js";
+import {
+  chargeJob,
+  createAdminFixture,
+  flakyJob,
+  LEAKED_BEARER,
+  LEAKED_PASSWORD,
+  noopJob,
+  okJob,
+  SCHEDULE,
+  skipJob,
+  syncJob,
+  type AdminFixture,
+} from "./support/admin-fixture.js";
 import { parseExposition } from "./support/prometheus.js";
 
 interface FailuresBody {
@@ -94,7 +110,10 @@ describe("GET /admin/scheduler/status", () => {
     );
     const slots = new Map(stored.map((row) => [row.key, row.slot]));
 
-    expect(body.entries).toHaveLength(fixture.ledger.entries.length);
+    // The schedule's entries, then the two chores: this ledger leaves `chores` at its default.
+    expect(body.entries).toHaveLength(fixture.ledger.entries.length + 2);
+    expect(body.entries.map((entry) => entry.chore)).toEqual([...fixture.ledger.entries.map(() => false), true, true]);
+    expect(expected.entries).toHaveLength(body.entries.length);
     for (const entry of expected.entries) {
       const shown = body.entries.find((candidate) => candidate.identity === entry.identity);
       expect(shown, entry.identity).toMatchObject({
@@ -104,6 +123,7 @@ describe("GET /admin/scheduler/status", () => {
         timezone: entry.timezone,
         last_enqueued_slot: slots.get(entry.key) ?? null,
         next_run_at: entry.nextRunAt?.toISOString() ?? null,
+        chore: entry.chore,
       });
     }
     const ok = body.entries.find((entry) => entry.cron === "*/15 * * * *");
@@ -180,6 +200,9 @@ describe("redaction", () => {
     };
     expect(surfaces.stored).toContain("Authorization: [redacted]");
     expect(surfaces.logs).toContain("charge failed");
+    // What the handler logged through ctx.log arrives, without its secrets.
+    expect(surfaces.logs).toContain("posting with Authorization: [redacted]");
+    expect(surfaces.logs).toContain('"payload":"[redacted]"');
     for (const [surface, text] of Object.entries(surfaces)) {
       expect(text, surface).not.toContain(LEAKED_BEARER);
       expect(text, surface).not.toContain(LEAKED_PASSWORD);
@@ -261,5 +284,160 @@ describe("GET /metrics", () => {
     expect(metrics.value("cronledger_schedule_slots_total", { outcome: "quarantined" })).toBe(1);
     expect(metrics.value("cronledger_tick_duration_seconds_count")).toBe(2);
     expect(metrics.value("cronledger_init_failure")).toBe(0);
+  });
+});
+
+const bearer = () => ({ authorization: `Bearer ${fixture.token}` });
+
+describe("basePath", () => {
+  it("serves every route under the base over a real socket, and 404s outside it, token or not", async () => {
+    const server = await startAdminServer(fixture.ledger, { port: 0, token: fixture.token, basePath: "ops/" });
+    try {
+      expect(server.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/ops$/);
+      const origin = new URL(server.url).origin;
+      const root = (await (await fixture.get("/admin/scheduler/status")).json()) as AdminStatus;
+      const status = await fetch(`${origin}/ops/admin/scheduler/status`, { headers: bearer() });
+      expect(status.status).toBe(200);
+      const body = (await status.json()) as AdminStatus;
+      expect(body.entries.map((entry) => entry.identity)).toEqual(root.entries.map((entry) => entry.identity));
+      expect((await fetch(`${origin}/ops/admin/scheduler/failures?job_type=billing.charge`, { headers: bearer() })).status).toBe(200);
+      const page = await fetch(`${origin}/ops/admin/scheduler`, { headers: bearer() });
+      expect(page.status).toBe(200);
+      expect(await page.text()).toContain("<h1>Schedule</h1>");
+      const metrics = await fetch(`${origin}/ops/metrics`, { headers: bearer() });
+      expect(metrics.status).toBe(200);
+      expect(await metrics.text()).toContain("cronledger_jobs_total");
+
+      const outside = ["/admin/scheduler/status", "/admin/scheduler", "/metrics", "/ops", "/opsx/admin/scheduler/status", "/OPS/metrics", "/ops/../admin/scheduler/status"];
+      for (const path of outside) {
+        for (const headers of [bearer(), {}] as Record<string, string>[]) {
+          const response = await fetch(`${origin}${path}`, { headers });
+          const text = await response.text();
+          expect(response.status, `${path} ${JSON.stringify(headers)}`).toBe(404);
+          expect(response.headers.get("www-authenticate")).toBeNull();
+          expect(text).not.toContain("report.ok");
+        }
+      }
+    } finally {
+      await server.close();
+    }
+  });
+
+  it("still requires the token under the base, and challenges browsers on the page", async () => {
+    const server = await startAdminServer(fixture.ledger, { port: 0, token: fixture.token, basePath: "/ops" });
+    try {
+      for (const path of ["/admin/scheduler/status", "/admin/scheduler/failures", "/admin/scheduler", "/metrics", "/admin/nothing"]) {
+        for (const headers of [{}, { authorization: "Bearer wrong-token-of-some-length" }] as Record<string, string>[]) {
+          const response = await fetch(`${server.url}${path}`, { headers });
+          const text = await response.text();
+          expect(response.status, `${path} ${JSON.stringify(headers)}`).toBe(401);
+          expect(text).not.toContain("report.ok");
+        }
+      }
+      expect((await fetch(`${server.url}/admin/scheduler/jobs/1/retry`, { method: "POST" })).status).toBe(401);
+      const challenge = await fetch(`${server.url}/admin/scheduler`);
+      expect(challenge.headers.get("www-authenticate")).toMatch(/^Basic /);
+      const basic = await fetch(`${server.url}/admin/scheduler`, { headers: { authorization: `Basic ${Buffer.from(`ops:${fixture.token}`).toString("base64")}` } });
+      expect(basic.status).toBe(200);
+    } finally {
+      await server.close();
+    }
+  });
+
+  it("sends redirects back under the base", async () => {
+    const server = await startAdminServer(fixture.ledger, { port: 0, token: fixture.token, basePath: "/internal/cron" });
+    try {
+      const slash = await fetch(`${server.url}/admin/scheduler/`, { headers: bearer(), redirect: "manual" });
+      expect(slash.status).toBe(308);
+      expect(new URL(slash.headers.get("location") ?? "", slash.url).pathname).toBe("/internal/cron/admin/scheduler");
+
+      const [failed] = await fixture.rows<{ id: number }>(sql`select id::float8 as id from cronledger.jobs where idempotency_key = 'charge-bob-1'`);
+      const retry = await fetch(`${server.url}/admin/scheduler/jobs/${failed?.id}/retry`, {
+        method: "POST",
+        headers: { ...bearer(), accept: "text/html" },
+        redirect: "manual",
+      });
+      expect(retry.status).toBe(303);
+      const back = new URL(retry.headers.get("location") ?? "", retry.url);
+      expect(`${back.pathname}${back.hash}`).toBe("/internal/cron/admin/scheduler#failures");
+    } finally {
+      await server.close();
+    }
+  });
+
+  it("normalises the base, and refuses one that is not a plain path with a ConfigError", async () => {
+    const request = (path: string) => new Request(`http://127.0.0.1:9${path}`, { headers: bearer() });
+    for (const basePath of ["ops", "/ops", "/ops/"]) {
+      const handler = createAdminHandler(fixture.ledger, { token: fixture.token, basePath });
+      expect((await handler(request("/ops/admin/scheduler/status"))).status, basePath).toBe(200);
+      expect((await handler(request("/admin/scheduler/status"))).status, basePath).toBe(404);
+    }
+    for (const basePath of ["", "/"]) {
+      const handler = createAdminHandler(fixture.ledger, { token: fixture.token, basePath });
+      expect((await handler(request("/admin/scheduler/status"))).status, JSON.stringify(basePath)).toBe(200);
+    }
+    for (const basePath of ["https://example.com/ops", "/ops?x=1", "/ops#top", "//ops", "/a//b", "/ops/../admin", "/./ops", "/my ops", "/ops//"]) {
+      expect(() => createAdminHandler(fixture.ledger, { token: fixture.token, basePath }), basePath).toThrow(ConfigError);
+      expect(() => createAdminHandler(fixture.ledger, { token: fixture.token, basePath }), basePath).toThrow(/Invalid admin basePath .*"\/ops"/);
+    }
+  });
+});
+
+describe("chore entries in the status", () => {
+  const T1 = new Date(T0.getTime() + 3 * 3_600_000);
+  const chore = (body: AdminStatus, job: string): EntryView | undefined => body.entries.find((entry) => entry.job === job);
+
+  beforeAll(async () => {
+    // Another replica running the chores: its ticks fire them in the shared ledger.
+    const replica = createCronledger({ database: fixture.ledger.database, chores: true, logger: silentLogger, metrics: false });
+    await replica.tick({ now: T1 });
+    await replica.tick({ now: new Date(T1.getTime() + 20_000) });
+    await replica.close();
+  });
+
+  it("lists reap and prune, marked as chores, with the slots the replica that runs them fired", async () => {
+    const body = (await (await fixture.get("/admin/scheduler/status")).json()) as AdminStatus;
+    expect(body.entries.filter((entry) => entry.chore).map((entry) => entry.job)).toEqual([REAP_JOB, PRUNE_JOB]);
+    expect(body.entries.filter((entry) => !entry.chore).map((entry) => entry.identity)).toEqual(fixture.ledger.entries.map((entry) => entry.identity));
+    expect(chore(body, REAP_JOB)).toMatchObject({ cron: DEFAULT_REAP_CRON, last_enqueued_slot: "2026-03-02T13:07:15.000Z", problems: [] });
+    expect(chore(body, PRUNE_JOB)).toMatchObject({ cron: DEFAULT_PRUNE_CRON, last_enqueued_slot: "2026-03-02T13:07:00.000Z", problems: [] });
+    expect(Date.parse(chore(body, REAP_JOB)?.next_run_at ?? "")).toBeGreaterThan(Date.parse(body.database_now));
+    expect(body.broken.map((broken) => broken.job)).not.toContain(REAP_JOB);
+  });
+
+  it("leaves the chores out of a ledger created with chores: false, though their ledger rows exist", async () => {
+    const rows = await fixture.rows<{ n: number }>(sql`select count(*)::int as n from cronledger.schedule_state where job_name in (${REAP_JOB}, ${PRUNE_JOB})`);
+    expect(rows[0]?.n).toBe(2);
+    const off = createCronledger({
+      database: fixture.ledger.database,
+      jobs: [okJob, chargeJob, syncJob],
+      schedule: SCHEDULE,
+      chores: false,
+      logger: silentLogger,
+      metrics: false,
+    });
+    try {
+      const status = await off.status();
+      expect(status.entries.map((entry) => entry.chore)).toEqual(SCHEDULE.map(() => false));
+      const handler = createAdminHandler(off, { token: fixture.token });
+      const body = (await (await handler(new Request("http://127.0.0.1:9/admin/scheduler/status", { headers: bearer() }))).json()) as AdminStatus;
+      expect(body.entries).toHaveLength(SCHEDULE.length);
+      expect(body.entries.some((entry) => entry.chore || entry.job.startsWith("cronledger."))).toBe(false);
+    } finally {
+      await off.close();
+    }
+  });
+
+  it("shows the chores with the crons this ledger gives them", async () => {
+    const custom = createCronledger({ database: fixture.ledger.database, chores: { reapCron: "*/5 * * * * *", pruneCron: "17 3 * * *" }, logger: silentLogger, metrics: false });
+    try {
+      const status = await custom.status();
+      expect(status.entries.map(({ jobName, cron, chore, lastEnqueuedSlot }) => ({ jobName, cron, chore, lastEnqueuedSlot }))).toEqual([
+        { jobName: REAP_JOB, cron: "*/5 * * * * *", chore: true, lastEnqueuedSlot: null },
+        { jobName: PRUNE_JOB, cron: "17 3 * * *", chore: true, lastEnqueuedSlot: null },
+      ]);
+    } finally {
+      await custom.close();
+    }
   });
 });

@@ -4,7 +4,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { chromium, type BrowserContext } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { chargeJob, createAdminFixture, LEAKED_BEARER, LEAKED_PASSWORD, type AdminFixture } from "./support/admin-fixture.js";
+import { createAdminHandler } from "../src/admin/handler.js";
+import { startAdminServer } from "../src/admin/server.js";
+import type { AdminStatus } from "../src/admin/status.js";
+import { PRUNE_JOB, REAP_JOB } from "../src/runtime/chores.js";
+import { chargeJob, createAdminFixture, LEAKED_BEARER, LEAKED_PASSWORD, serveStripped, type AdminFixture } from "./support/admin-fixture.js";
 
 const CHROMIUM = "/usr/bin/chromium";
 const SCREENSHOT = join("test-results", "schedule-page.png");
@@ -60,7 +64,7 @@ describe("the Schedule page in headless Chromium", () => {
     expect(await page.title()).toBe("Schedule · cronledger · default");
 
     const rows = page.locator("#entries tbody tr");
-    expect(await rows.count()).toBe(fixture.ledger.entries.length);
+    expect(await rows.count()).toBe(fixture.ledger.entries.length + 2);
     for (const entry of fixture.ledger.entries) {
       const row = page.locator(`#entries tr[data-identity="${entry.identity}"]`);
       expect(await row.count(), entry.identity).toBe(1);
@@ -86,6 +90,21 @@ describe("the Schedule page in headless Chromium", () => {
     expect(existsSync(SCREENSHOT)).toBe(true);
   });
 
+  it("marks the reap and prune chores, and only them", async () => {
+    const page = await browser.newPage();
+    await page.goto(`${fixture.server.url}/admin/scheduler`);
+    const chores = page.locator("#entries tr.chore");
+    expect(await chores.count()).toBe(2);
+    const texts = await chores.allInnerTexts();
+    expect(texts[0]).toContain(REAP_JOB);
+    expect(texts[1]).toContain(PRUNE_JOB);
+    for (const text of texts) expect(text).toMatch(/\bchore\b/);
+    expect(await page.locator("#entries tr.chore .badge.chore").count()).toBe(2);
+    expect(await page.locator("#entries tr:not(.chore) .badge.chore").count()).toBe(0);
+    expect(await page.locator("#entries tr.chore .badge.chore").first().isVisible()).toBe(true);
+    expect(await page.locator("body").innerText()).toContain(`${fixture.ledger.entries.length} entries + 2 chores`);
+  });
+
   it("retries a failure from its button and comes back to the page", async () => {
     const page = await browser.newPage();
     await page.goto(`${fixture.server.url}/admin/scheduler`);
@@ -93,5 +112,49 @@ describe("the Schedule page in headless Chromium", () => {
     await Promise.all([page.waitForURL(/\/admin\/scheduler#failures$/), page.locator(".failure button").first().click()]);
     const queuedAfter = Number(await page.locator("#queues tbody tr:last-child td").nth(1).innerText());
     expect(queuedAfter).toBe(queuedBefore + 1);
+  });
+});
+
+/** Opens the page at `baseUrl` (what precedes /admin/scheduler in the browser), and follows its links and its retry form. */
+async function pageWorksUnder(baseUrl: string): Promise<void> {
+  const page = await browser.newPage();
+  const response = await page.goto(`${baseUrl}/admin/scheduler`);
+  expect(response?.status()).toBe(200);
+  // The page has no <base>, so the browser resolves against the page's own URL.
+  const targets = [...(await page.locator("a").all()).map((link) => link.getAttribute("href")), ...(await page.locator("form").all()).map((form) => form.getAttribute("action"))];
+  const urls = (await Promise.all(targets)).map((target) => new URL(target ?? "(missing)", page.url()).href);
+  expect(urls.length).toBeGreaterThanOrEqual(3);
+  for (const url of urls) expect(url.startsWith(`${baseUrl}/admin/scheduler/`), url).toBe(true);
+
+  await Promise.all([page.waitForURL(`${baseUrl}/admin/scheduler/status`), page.getByRole("link", { name: "status" }).click()]);
+  const status = JSON.parse(await page.locator("body").innerText()) as AdminStatus;
+  expect(status.entries.filter((entry) => entry.chore).map((entry) => entry.job)).toEqual([REAP_JOB, PRUNE_JOB]);
+  await page.goBack();
+  await Promise.all([page.waitForURL(`${baseUrl}/admin/scheduler/failures`), page.getByRole("link", { name: "failures" }).click()]);
+  expect(await page.locator("body").innerText()).toContain(chargeJob.name);
+  await page.goBack();
+  await Promise.all([page.waitForURL(`${baseUrl}/admin/scheduler#failures`), page.locator(".failure button").first().click()]);
+  expect(await page.locator("h1").innerText()).toBe("Schedule");
+  await page.close();
+}
+
+describe("the Schedule page under a path prefix", () => {
+  it("keeps every link and form under the handler's basePath", async () => {
+    const server = await startAdminServer(fixture.ledger, { port: 0, token: fixture.token, basePath: "/ops" });
+    try {
+      expect(server.url.endsWith("/ops")).toBe(true);
+      await pageWorksUnder(server.url);
+    } finally {
+      await server.close();
+    }
+  });
+
+  it("keeps the prefix without basePath when the framework strips it before the handler (Express app.use, Hono mount)", async () => {
+    const server = await serveStripped(createAdminHandler(fixture.ledger, { token: fixture.token }), "/ops");
+    try {
+      await pageWorksUnder(server.url);
+    } finally {
+      await server.close();
+    }
   });
 });

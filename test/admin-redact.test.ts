@@ -1,6 +1,7 @@
-import { describe, expect, it } from "vitest";
-import { MAX_REDACTED_LENGTH, REDACTED, redact, redactError } from "../src/admin/redact.js";
+import { describe, expect, it, vi } from "vitest";
+import { MAX_REDACTED_LENGTH, REDACTED, redact, redactError, redactFields } from "../src/admin/redact.js";
 import { JobNotRegisteredError, NonRetryableError, PayloadValidationError } from "../src/errors.js";
+import { consoleLogger } from "../src/log.js";
 
 /** Each case: input, the secret(s) that must be gone, and text that must survive. */
 const CASES: readonly { name: string; input: string; secrets: string[]; kept?: string[] }[] = [
@@ -32,6 +33,9 @@ const CASES: readonly { name: string; input: string; secrets: string[]; kept?: s
   { name: "known key shapes", input: "using sk-proj-abcdefghijklmnop1234 and ghp_abcdefghijklmnopqrstuvwxyz0123 and AKIAABCDEFGHIJKLMNOP", secrets: ["abcdefghijklmnop1234", "ghp_abcdefghij", "AKIAABCDEFGHIJKLMNOP"] },
   { name: "private key block", input: "key:\n-----BEGIN RSA PRIVATE KEY-----\nMIIEow\n-----END RSA PRIVATE KEY-----\ndone", secrets: ["MIIEow"], kept: ["done"] },
   { name: "secret with spaces around =", input: "secret = swordfish, retrying", secrets: ["swordfish"], kept: ["retrying"] },
+  { name: "a passphrase of several words", input: "login failed, password: correct horse battery staple\nretrying", secrets: ["correct", "horse", "battery", "staple"], kept: ["retrying"] },
+  { name: "a prompt in prose", input: "prompt: Summarize the file, then list SSN 123-45-6789 user: bob", secrets: ["Summarize", "123-45-6789"], kept: ["user: bob"] },
+  { name: "a body up to the next field", input: "body: secret text here; status=500", secrets: ["secret text here"], kept: ["status=500"] },
 ];
 
 describe("redact", () => {
@@ -112,5 +116,37 @@ describe("redactError", () => {
     const stored = redactError(new PayloadValidationError("email.send", ["list: expected string"]));
     expect(stored.startsWith("PayloadValidationError [invalid_payload]: ")).toBe(true);
     expect(redact('TokenRefreshError [x]: payload {"password":"hunter2"}')).toBe("TokenRefreshError [x]: payload [redacted]");
+  });
+});
+
+describe("redactFields", () => {
+  it("drops the values of secret-named fields whatever their type, redacts strings and errors, and keeps the rest", () => {
+    const fields = redactFields({
+      job: "billing.charge",
+      attempt: 2,
+      payload: { user: "ann", card: "4111" },
+      headers: { Authorization: "Bearer abc123", accept: "json" },
+      note: "password: hunter2 again",
+      error: new Error("upstream said 401 to Bearer abc123"),
+      at: new Date(0),
+    });
+    const text = JSON.stringify(fields);
+    for (const secret of ["4111", "abc123", "hunter2"]) expect(text).not.toContain(secret);
+    expect(fields).toMatchObject({ job: "billing.charge", attempt: 2, payload: REDACTED, headers: { Authorization: REDACTED, accept: "json" } });
+    expect(fields.error).toContain("upstream said 401");
+    expect(fields.at).toEqual(new Date(0));
+  });
+});
+
+describe("consoleLogger", () => {
+  it("writes lines with messages and fields redacted", () => {
+    const lines: string[] = [];
+    const spy = vi.spyOn(console, "warn").mockImplementation((line: string) => void lines.push(line));
+    try {
+      consoleLogger.warn("retrying with Bearer abc123", { payload: { card: "4111" }, job: "billing.charge" });
+    } finally {
+      spy.mockRestore();
+    }
+    expect(lines).toEqual([`[cronledger] retrying with Bearer ${REDACTED} {"payload":"${REDACTED}","job":"billing.charge"}`]);
   });
 });

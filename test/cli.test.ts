@@ -216,8 +216,12 @@ describe("cronledger against PostgreSQL", () => {
 
     const status = await runCli(["status", "--config", GOOD_JS, "--json"], { env });
     expect(status.code).toBe(0);
-    const report = JSON.parse(status.stdout) as { entries: { jobName: string; lastEnqueuedSlot: string | null }[]; queues: Record<string, Record<string, number>> };
-    expect(report.entries).toEqual([expect.objectContaining({ jobName: "fixture.ping", lastEnqueuedSlot: expect.any(String) })]);
+    const report = JSON.parse(status.stdout) as { entries: { jobName: string; chore: boolean; lastEnqueuedSlot: string | null }[]; queues: Record<string, Record<string, number>> };
+    expect(report.entries).toEqual([
+      expect.objectContaining({ jobName: "fixture.ping", chore: false, lastEnqueuedSlot: expect.any(String) }),
+      expect.objectContaining({ jobName: "cronledger.reap", chore: true }),
+      expect.objectContaining({ jobName: "cronledger.prune", chore: true }),
+    ]);
     expect(report.queues.default?.queued).toBeGreaterThanOrEqual(1);
   });
 
@@ -261,7 +265,13 @@ describe("cronledger against PostgreSQL", () => {
       const adminUrl = /cronledger admin at (http:\S+)/.exec(output)?.[1] ?? "";
       const status = await fetch(adminUrl.replace(/\/admin\/scheduler$/, "/admin/scheduler/status"));
       expect(status.status).toBe(200);
-      expect(await status.json()).toMatchObject({ entries: [expect.objectContaining({ job: "fixture.ping" })] });
+      expect(await status.json()).toMatchObject({
+        entries: [
+          expect.objectContaining({ job: "fixture.ping", chore: false }),
+          expect.objectContaining({ job: "cronledger.reap", chore: true }),
+          expect.objectContaining({ job: "cronledger.prune", chore: true }),
+        ],
+      });
       const ledger = createCronledger({ database: database.url, logger: silentLogger });
       try {
         const succeeded = async () =>

@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createCronledger, type Cronledger } from "../src/cronledger.js";
 import { query } from "../src/db/connection.js";
 import { silentLogger } from "../src/log.js";
+import { slotIdempotencyKey } from "../src/schedule/identity.js";
 import { createTestDatabase } from "./support/database.js";
 import { concurrencyJob, minuteEntries, SLOT_MS, START } from "./fixtures/tick-schedule.js";
 
@@ -13,8 +14,10 @@ const ENTRIES = 3;
 
 /**
  * A tick whose connection dies between the claim and the commit. The test
- * holds an exclusive lock on the jobs table, so the pass claims its slots
- * and then blocks on the job insert; that is where its connection is cut.
+ * inserts, in a transaction it keeps open, job rows with the idempotency
+ * keys of the slots the pass will enqueue: the pass claims its ledger rows,
+ * then its job insert waits for that transaction to decide whether those
+ * keys exist. That is where its connection is cut.
  */
 describe("a tick that dies between claim and commit", () => {
   let database: Awaited<ReturnType<typeof createTestDatabase>>;
@@ -41,15 +44,29 @@ describe("a tick that dies between claim and commit", () => {
     return rows.map((row) => row.ms);
   }
 
-  /** Polls through the lock holder's own transaction: the locker has only that one connection. */
-  async function blockedInsertPid(lockTx: postgres.TransactionSql): Promise<number> {
+  /** Opens the blocking transaction: uncommitted rows holding the idempotency keys of `slotMs`'s jobs. */
+  async function holdSlotKeys(slotMs: number): Promise<postgres.ReservedSql> {
+    const blocker = await locker.reserve();
+    await blocker`begin`;
+    for (const entry of ledger.entries) {
+      await blocker`insert into cronledger.jobs (job_name, idempotency_key) values (${entry.jobName}, ${slotIdempotencyKey(ledger.namespace, entry.identity, slotMs)})`;
+    }
+    return blocker;
+  }
+
+  /** The backend of the pass once it waits on the blocker, after its claim: the claimed ledger rows are locked by then. */
+  async function blockedTickPid(blocker: postgres.ReservedSql): Promise<number> {
     for (let attempt = 0; attempt < 500; attempt += 1) {
       // Statistics views are snapshotted once per transaction unless cleared.
-      await lockTx`select pg_stat_clear_snapshot()`;
-      const [row] = await lockTx<{ pid: number }[]>`
+      await blocker`select pg_stat_clear_snapshot()`;
+      const [row] = await blocker<{ pid: number }[]>`
         select pid from pg_stat_activity
-        where datname = current_database() and wait_event_type = 'Lock' and query ilike '%insert into cronledger.jobs%'`;
-      if (row) return row.pid;
+        where datname = current_database() and wait_event_type = 'Lock' and wait_event = 'transactionid'`;
+      if (row) {
+        const free = await blocker<{ key: string }[]>`select key from cronledger.schedule_state for update skip locked`;
+        expect(free).toEqual([]);
+        return row.pid;
+      }
       await new Promise((resolve) => setTimeout(resolve, 20));
     }
     throw new Error("no tick blocked on the job insert");
@@ -70,20 +87,20 @@ describe("a tick that dies between claim and commit", () => {
     const before = await ledgerValues();
     expect(before).toEqual([t0, t0, t0]);
 
-    await locker.begin(async (lockTx) => {
-      await lockTx`lock table cronledger.jobs in access exclusive mode`;
-      const child = spawn(process.execPath, ["--import", "tsx", FIXTURE, "once"], {
-        env: { ...process.env, DATABASE_URL: database.url, ENTRIES: String(ENTRIES), NOW_MS: String(t0 + SLOT_MS + 100) },
-        stdio: ["ignore", "pipe", "pipe"],
-      });
-      const exited = new Promise<NodeJS.Signals | null>((resolve) => child.on("exit", (_code, signal) => resolve(signal)));
-      const pid = await blockedInsertPid(lockTx);
-      child.kill("SIGKILL");
-      expect(await exited).toBe("SIGKILL");
-      // Release the lock inside the doomed backend's wait: it finds its client gone and rolls back.
-      await lockTx`select 1`;
-      return pid;
-    }).then(waitGone);
+    const blocker = await holdSlotKeys(t0 + SLOT_MS);
+    const child = spawn(process.execPath, ["--import", "tsx", FIXTURE, "once"], {
+      env: { ...process.env, DATABASE_URL: database.url, ENTRIES: String(ENTRIES), NOW_MS: String(t0 + SLOT_MS + 100) },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    const exited = new Promise<NodeJS.Signals | null>((resolve) => child.on("exit", (_code, signal) => resolve(signal)));
+    const pid = await blockedTickPid(blocker);
+    child.kill("SIGKILL");
+    expect(await exited).toBe("SIGKILL");
+    // The server notices its client is gone while the statement still waits, and rolls it back;
+    // only then does the blocker step aside, so nothing could complete after the kill.
+    await waitGone(pid);
+    await blocker`rollback`;
+    blocker.release();
 
     expect(await ledgerValues()).toEqual(before);
     expect(await query(ledger.database.db, sql`select 1 from cronledger.jobs`)).toHaveLength(0);
@@ -96,20 +113,20 @@ describe("a tick that dies between claim and commit", () => {
   it("rolls back a pass whose backend is terminated and fires the slot once on the retry", async () => {
     const t1 = START + 10 * SLOT_MS;
     await ledger.tick({ now: new Date(t1 - SLOT_MS + 1) });
+    const before = await ledgerValues();
     const jobsBefore = await query<{ n: number }>(ledger.database.db, sql`select count(*)::int as n from cronledger.jobs`);
 
-    let observed: number[] = [];
-    const report = await locker.begin(async (lockTx) => {
-      await lockTx`lock table cronledger.jobs in access exclusive mode`;
-      const pass = ledger.tick({ now: new Date(t1 + 100) });
-      const pid = await blockedInsertPid(lockTx);
-      await lockTx`select pg_terminate_backend(${pid})`;
-      observed = await ledgerValues();
-      // The retry blocks on the same lock until this transaction ends.
-      return { pass };
-    });
-    const result = await report.pass;
-    expect(observed).toEqual([t1 - SLOT_MS, t1 - SLOT_MS, t1 - SLOT_MS]);
+    const blocker = await holdSlotKeys(t1);
+    const pass = ledger.tick({ now: new Date(t1 + 100) });
+    const pid = await blockedTickPid(blocker);
+    await blocker`select pg_terminate_backend(${pid})`;
+    const observed = await ledgerValues();
+    // The retry waits on the same keys until the blocker rolls back, then claims and enqueues.
+    await blockedTickPid(blocker);
+    await blocker`rollback`;
+    blocker.release();
+    const result = await pass;
+    expect(observed).toEqual(before);
     expect(result.attempts).toBeGreaterThan(1);
     expect(result.enqueued).toHaveLength(ENTRIES);
     const [after] = await query<{ n: number }>(ledger.database.db, sql`select count(*)::int as n from cronledger.jobs`);

@@ -369,6 +369,18 @@ describe.each(BACKENDS)("worker on %s", (backend) => {
     expect(queues).toEqual([{ queue: CHORE_QUEUE }]);
     expect(await ledger.work({ once: true, clock: () => later })).toMatchObject({ claimed: 2, succeeded: 2 });
   });
+
+  it("runs the chores on a worker given other queues, so naming queues cannot starve the reaper", async () => {
+    const mail = recordingJob("mail.send", { behave: () => undefined });
+    const ledger = await open([mail.job], { chores: true });
+    const now = await databaseNowMs(ledger);
+    const later = new Date(now + 3_600_000 + 1_000);
+    await ledger.tick({ now: new Date(now) });
+    await ledger.tick({ now: later });
+    await ledger.enqueue(mail.job);
+    expect(await ledger.work({ once: true, queues: ["default"], clock: () => later })).toMatchObject({ claimed: 3, succeeded: 3 });
+    expect(await rows(ledger, sql`select 1 from cronledger.jobs where status <> 'succeeded'`)).toEqual([]);
+  });
 });
 
 describe("worker on postgres, in real time", () => {

@@ -19,6 +19,13 @@ export interface AdminHandlerOptions {
   readonly allowUnauthenticatedLocalhost?: boolean;
   /** How many recent failures the Schedule page shows; default 20. */
   readonly pageFailures?: number;
+  /**
+   * The prefix in front of the routes in the URLs this handler receives: `"/ops"` serves
+   * `/ops/admin/scheduler` and `/ops/metrics`, and answers 404 to anything outside `/ops/`.
+   * Leave it unset when the framework strips the mount prefix before calling the handler
+   * (Express `app.use("/ops", ...)`, Hono's `mount`); the page's links keep the prefix either way.
+   */
+  readonly basePath?: string;
 }
 
 export const MIN_TOKEN_LENGTH = 16;
@@ -26,6 +33,22 @@ const REALM = `realm="cronledger admin"`;
 const LOOPBACK_HOSTS = new Set(["localhost", "127.0.0.1", "[::1]", "::1"]);
 const GET_ROUTES = new Set(["/admin/scheduler", "/admin/scheduler/", "/admin/scheduler/status", "/admin/scheduler/failures", "/metrics"]);
 const RETRY_PATH = /^\/admin\/scheduler\/jobs\/([^/]+)\/retry$/;
+
+const BASE_SEGMENT = /^[A-Za-z0-9._~-]+$/;
+
+/** `"ops"`, `"/ops"` and `"/ops/"` give `"/ops"`; unset, `""` and `"/"` give `""` (the root). */
+export function normalizeBasePath(basePath: string | undefined): string {
+  if (basePath === undefined || basePath === "" || basePath === "/") return "";
+  const inner = basePath.replace(/^\//, "").replace(/\/$/, "");
+  const segments = inner.split("/");
+  if (segments.some((segment) => !BASE_SEGMENT.test(segment) || segment === "." || segment === "..")) {
+    throw new ConfigError(
+      `Invalid admin basePath ${JSON.stringify(basePath)}: use a path such as "/ops" or "/internal/cron", ` +
+        "segments of letters, digits and . _ ~ - between single slashes (no scheme, host, query, \".\" or \"..\").",
+    );
+  }
+  return `/${inner}`;
+}
 
 const digest = (value: string) => createHash("sha256").update(value, "utf8").digest();
 
@@ -97,7 +120,7 @@ function failureFilter(params: URLSearchParams): FailureFilter {
  * The admin API and Schedule page as a web-standard handler: mount it in
  * any framework that speaks Request/Response, or serve it with
  * startAdminServer. Every route needs the token; a request without it gets
- * 401 and nothing else.
+ * 401 and nothing else. A path outside `basePath` gets 404, token or not.
  */
 export function createAdminHandler(ledger: AdminLedger, options: AdminHandlerOptions = {}): AdminHandler {
   const token = options.token === "" ? undefined : options.token;
@@ -112,6 +135,12 @@ export function createAdminHandler(ledger: AdminLedger, options: AdminHandlerOpt
   }
   const expected = token === undefined ? null : digest(token);
   const pageFailures = options.pageFailures ?? 20;
+  const base = normalizeBasePath(options.basePath);
+  // The route of a path under the base (the base removed); null when the path lies outside it.
+  const routeOf = (pathname: string): string | null => {
+    if (base === "") return pathname;
+    return pathname.startsWith(`${base}/`) ? pathname.slice(base.length) : null;
+  };
 
   const authorized = (request: Request): boolean => {
     if (expected === null) return LOOPBACK_HOSTS.has(hostOf(request.headers.get("host") ?? request.url) ?? "");
@@ -173,13 +202,16 @@ export function createAdminHandler(ledger: AdminLedger, options: AdminHandlerOpt
 
   return async (request) => {
     const url = new URL(request.url);
+    const path = routeOf(url.pathname);
+    // Not an admin path, so no challenge: a handler that is an app's fallback must not make browsers prompt on the app's pages.
+    if (path === null) return problem(404, "not_found", "No such admin route.");
     if (!authorized(request)) {
       // Only the page is opened by a browser; a Basic challenge makes it prompt for the token.
-      const challenge = url.pathname === "/admin/scheduler" ? `Basic ${REALM}, charset="UTF-8"` : `Bearer ${REALM}`;
+      const challenge = path === "/admin/scheduler" ? `Basic ${REALM}, charset="UTF-8"` : `Bearer ${REALM}`;
       return problem(401, "unauthorized", "Send the admin token as `Authorization: Bearer <token>`.", { "www-authenticate": challenge });
     }
     try {
-      return await route(request, url.pathname, url.searchParams);
+      return await route(request, path, url.searchParams);
     } catch (error) {
       if (error instanceof InvalidFailureFilterError) return problem(400, error.code, error.message);
       if (error instanceof JobNotFoundError) return problem(404, error.code, error.message);

@@ -28,12 +28,14 @@ function problemList(problems: readonly EntryProblemView[]): string {
     .join("")}</ul>`;
 }
 
+const CHORE_BADGE = `<span class="badge chore" title="cronledger's own chore, fired once per slot by whichever replica runs start()">chore</span>`;
+
 function entriesSection(status: AdminStatus): string {
   if (status.entries.length === 0) return `<p class="muted">No schedule entries are loaded in this process.</p>`;
   const rows = status.entries
     .map(
-      (entry) => `<tr class="${entry.problems.length > 0 ? "broken" : ""}" data-identity="${escapeHtml(entry.identity)}">
-  <td><strong>${escapeHtml(entry.job)}</strong><div class="identity">${escapeHtml(entry.identity)}</div></td>
+      (entry) => `<tr class="${[entry.problems.length > 0 ? "broken" : "", entry.chore ? "chore" : ""].join(" ").trim()}" data-identity="${escapeHtml(entry.identity)}">
+  <td><strong>${escapeHtml(entry.job)}</strong>${entry.chore ? ` ${CHORE_BADGE}` : ""}<div class="identity">${escapeHtml(entry.identity)}</div></td>
   <td><code>${escapeHtml(entry.cron)}</code></td>
   <td>${escapeHtml(entry.timezone)}</td>
   <td>${instant(entry.last_enqueued_slot, status.database_now)}</td>
@@ -91,13 +93,20 @@ h1{font-size:1.4rem;margin:.2rem 0}h2{font-size:1.1rem;margin-top:1.8rem;border-
 table{border-collapse:collapse;width:100%;background:#fff}th,td{text-align:left;padding:.35rem .6rem;border-bottom:1px solid #eceff3;vertical-align:top}
 th{font-weight:600;color:#4a5468}.num{text-align:right}.identity{font:11px ui-monospace,monospace;color:#6b7485;word-break:break-all}
 tr.broken{background:#fff2f2}.badge{border-radius:8px;padding:.05rem .5rem;font-size:12px}.badge.ok{background:#e3f6e8;color:#17612e}
-.badge.error{background:#fde2e2;color:#a11}.muted{color:#6b7485}.card{background:#fff;border:1px solid #e3e6eb;border-radius:6px;padding:.6rem .8rem;margin:.5rem 0}
+.badge.error{background:#fde2e2;color:#a11}.badge.chore{background:#e6ebf5;color:#34466b}tr.chore td{color:#4a5468}.muted{color:#6b7485}.card{background:#fff;border:1px solid #e3e6eb;border-radius:6px;padding:.6rem .8rem;margin:.5rem 0}
 .broken-entry{border-left:4px solid #d33}.failure{border-left:4px solid #e08a00}pre{white-space:pre-wrap;word-break:break-word;background:#f4f5f7;padding:.5rem;margin:.4rem 0}
 .problems{margin:.3rem 0;padding-left:1.2rem}.problems .warning{color:#8a5a00}.problems .error{color:#a11}
 button{font:inherit;padding:.2rem .7rem;cursor:pointer}`;
 
-/** The Schedule page: one self-contained HTML document, no scripts, every dynamic value escaped. */
+/**
+ * The Schedule page: one self-contained HTML document, no scripts, every dynamic value escaped.
+ * Its URLs are relative to the page's own address, so they keep whatever prefix the browser used:
+ * the handler's basePath, a mount prefix the framework stripped before the handler saw the request,
+ * or a reverse proxy's. A URL built from basePath would be wrong in the last two cases.
+ */
 export function renderSchedulePage(status: AdminStatus, failures: readonly FailureTicket[]): string {
+  const chores = status.entries.filter((entry) => entry.chore).length;
+  const entries = status.entries.length - chores;
   return `<!doctype html>
 <html lang="en">
 <head>
@@ -109,7 +118,8 @@ export function renderSchedulePage(status: AdminStatus, failures: readonly Failu
 <body>
 <h1>Schedule</h1>
 <p class="muted">Namespace <code>${escapeHtml(status.namespace)}</code> · database clock <time datetime="${escapeHtml(status.database_now)}">${escapeHtml(status.database_now)}</time>
-· ${status.entries.length} entr${status.entries.length === 1 ? "y" : "ies"} · ${status.broken.length} broken</p>
+· ${entries} entr${entries === 1 ? "y" : "ies"}${chores > 0 ? ` + ${chores} chore${chores === 1 ? "" : "s"}` : ""} · ${status.broken.length} broken
+· JSON: <a href="scheduler/status">status</a>, <a href="scheduler/failures">failures</a></p>
 <h2>Entries</h2>
 ${entriesSection(status)}
 <h2 id="broken">Broken entries</h2>

@@ -86,15 +86,34 @@ function bracketedEnd(text: string, start: number): number {
   return text.length;
 }
 
-function bareEnd(text: string, start: number, wholeLine: boolean): number {
-  if (wholeLine) {
-    const newline = text.slice(start).search(/[\r\n]/);
-    return newline === -1 ? text.length : start + newline;
+// A separator followed by the next `name:` / `name=` pair: where an unquoted `name: value` stops.
+const NEXT_PAIR = /[\s,;&]+\\?["']?[A-Za-z_][\w.-]{0,79}\\?["']?\s*[:=]/y;
+
+/**
+ * End (exclusive) of an unquoted value. After `=` (query strings, key=value
+ * logs) a value is one token. After `:` it is prose-shaped and runs to the
+ * end of the line, or to where the next pair starts or a bracket closes:
+ * in `password: correct horse battery staple` every word is the secret.
+ */
+function bareEnd(text: string, start: number, separator: string | undefined, wholeLine: boolean): number {
+  if (separator === "=") {
+    const word = /[^\s,;&"'}\]]*/y;
+    word.lastIndex = start;
+    word.exec(text);
+    return word.lastIndex;
   }
-  const word = /[^\s,;&"'}\]]*/y;
-  word.lastIndex = start;
-  word.exec(text);
-  return word.lastIndex;
+  const newline = text.slice(start).search(/[\r\n]/);
+  const lineEnd = newline === -1 ? text.length : start + newline;
+  if (wholeLine) return lineEnd;
+  for (let i = start; i < lineEnd; i += 1) {
+    const char = text[i] as string;
+    if (char === "}" || char === "]") return i;
+    if (/[\s,;&]/.test(char)) {
+      NEXT_PAIR.lastIndex = i;
+      if (NEXT_PAIR.test(text)) return i;
+    }
+  }
+  return lineEnd;
 }
 
 /** Replaces the value of every secret-named pair, keeping its name and quotes so the text stays readable. */
@@ -120,7 +139,7 @@ function redactNamedValues(text: string): string {
       valueEnd = bracketedEnd(text, valueStart);
       replacement = REDACTED;
     } else {
-      valueEnd = bareEnd(text, valueStart, match[3] === ":" && WHOLE_LINE_NAME.test(name));
+      valueEnd = bareEnd(text, valueStart, match[3], match[3] === ":" && WHOLE_LINE_NAME.test(name));
       replacement = REDACTED;
     }
     if (valueEnd === valueStart) continue;
@@ -192,4 +211,36 @@ export function redactError(error: unknown): string {
     cause = cause instanceof Error ? cause.cause : undefined;
   }
   return redact(parts.join("\n"));
+}
+
+const MAX_FIELD_DEPTH = 4;
+
+function isSecretName(name: string): boolean {
+  const lower = name.toLowerCase();
+  return SECRET_NAME.test(lower) && !/(?:error|exception)$/.test(lower);
+}
+
+function redactValue(value: unknown, depth: number): unknown {
+  if (typeof value === "string") return redact(value);
+  if (value instanceof Error) return redactError(value);
+  if (value === null || typeof value !== "object") return value;
+  if (depth >= MAX_FIELD_DEPTH) return REDACTED;
+  if (Array.isArray(value)) return value.map((item) => redactValue(item, depth + 1));
+  if (value instanceof Date) return value;
+  return redactFieldsAt(value as Record<string, unknown>, depth + 1);
+}
+
+function redactFieldsAt(fields: Record<string, unknown>, depth: number): Record<string, unknown> {
+  const result: Record<string, unknown> = {};
+  for (const [name, value] of Object.entries(fields)) result[name] = isSecretName(name) ? REDACTED : redactValue(value, depth);
+  return result;
+}
+
+/**
+ * Log fields with the same rules as `redact`: a secret-named field (password,
+ * token, payload, body...) loses its value whatever its type, strings and
+ * errors are redacted, and nesting deeper than a few levels is cut.
+ */
+export function redactFields(fields: Record<string, unknown>): Record<string, unknown> {
+  return redactFieldsAt(fields, 0);
 }

@@ -1,7 +1,7 @@
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { ConfigError } from "../errors.js";
-import { createAdminHandler, type AdminHandler, type AdminHandlerOptions } from "./handler.js";
+import { createAdminHandler, normalizeBasePath, type AdminHandler, type AdminHandlerOptions } from "./handler.js";
 import { redactError } from "./redact.js";
 import type { AdminLedger } from "./status.js";
 
@@ -13,7 +13,7 @@ export interface AdminServerOptions extends AdminHandlerOptions {
 }
 
 export interface AdminServer {
-  /** Base URL, e.g. http://127.0.0.1:9464 */
+  /** Where the routes are served: `${url}/admin/scheduler`. E.g. http://127.0.0.1:9464, or http://127.0.0.1:9464/ops with `basePath: "/ops"`. */
   readonly url: string;
   close(): Promise<void>;
 }
@@ -77,7 +77,7 @@ export async function startAdminServer(ledger: AdminLedger, options: AdminServer
   const address = server.address() as AddressInfo;
   const shownHost = address.family === "IPv6" ? `[${address.address}]` : address.address;
   return {
-    url: `http://${shownHost}:${address.port}`,
+    url: `http://${shownHost}:${address.port}${normalizeBasePath(options.basePath)}`,
     close: () =>
       new Promise<void>((resolve, reject) => {
         server.close((error) => (error ? reject(error) : resolve()));

@@ -20,6 +20,8 @@ export interface EntryView {
   readonly timezone: string;
   readonly last_enqueued_slot: string | null;
   readonly next_run_at: string | null;
+  /** True for cronledger's own reap and prune chores, listed after the app's entries unless the ledger has `chores: false`. */
+  readonly chore: boolean;
   readonly problems: readonly EntryProblemView[];
 }
 
@@ -77,6 +79,7 @@ export async function adminStatus(ledger: AdminLedger): Promise<AdminStatus> {
     timezone: entry.timezone,
     last_enqueued_slot: iso(entry.lastEnqueuedSlot),
     next_run_at: iso(entry.nextRunAt),
+    chore: entry.chore,
     problems: problems.get(entry.identity) ?? [],
   }));
   const totals = Object.fromEntries(JOB_STATUSES.map((name) => [name, 0])) as Record<JobStatus, number>;

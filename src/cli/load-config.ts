@@ -83,7 +83,7 @@ function checkConfig(value: unknown, file: string): CronledgerConfig {
   });
   if (config.schedule !== undefined && !Array.isArray(config.schedule)) throw fail("has a `schedule` that is not an array");
   if (config.database !== undefined && typeof config.database !== "string" && typeof config.database !== "object") {
-    throw fail("has a `database` that is neither a URL string nor { url, poolSize }");
+    throw fail("has a `database` that is neither a URL string nor { url, poolSize?, clientConnectionCheck? }");
   }
   if (config.namespace !== undefined && typeof config.namespace !== "string") throw fail("has a `namespace` that is not a string");
   return value as CronledgerConfig;

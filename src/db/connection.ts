@@ -7,6 +7,7 @@ import { drizzle as drizzlePostgres } from "drizzle-orm/postgres-js";
 import { mkdirSync } from "node:fs";
 import { resolve } from "node:path";
 import postgres from "postgres";
+import { parseDuration, type Duration } from "../duration.js";
 import { ConfigError } from "../errors.js";
 import { templateFor } from "./pglite-template.js";
 
@@ -16,7 +17,22 @@ export type Tx = PgTransaction<PgQueryResultHKT>;
 export type Executor = Db | Tx;
 
 /** Where the data lives: a PostgreSQL URL, `memory://` for in-memory PGlite, or `pglite:<dir>` for PGlite on disk. */
-export type DatabaseSetting = string | { url: string; poolSize?: number };
+export type DatabaseSetting =
+  | string
+  | {
+      url: string;
+      /** Connections in the pool; default 10. */
+      poolSize?: number;
+      /**
+       * How often the server checks, while one of our statements runs, that
+       * this process is still there (PostgreSQL's client_connection_check_interval,
+       * sent at connect). A process killed mid-statement then leaves nothing
+       * behind instead of the server finishing its statement. Default "1s";
+       * false for PostgreSQL 13 or a pooler that refuses unknown startup
+       * parameters (PgBouncer without it in ignore_startup_parameters).
+       */
+      clientConnectionCheck?: Duration | false;
+    };
 
 export const DEFAULT_EMBEDDED_DIR = ".cronledger";
 
@@ -58,7 +74,9 @@ function redactUrl(url: string): string {
   }
 }
 
-function openPostgres(url: string, poolSize: number): Database {
+const DEFAULT_CLIENT_CONNECTION_CHECK = "1s";
+
+function openPostgres(url: string, poolSize: number, clientConnectionCheck: Duration | false): Database {
   if (poolSize < 2) {
     throw new ConfigError(`poolSize must be at least 2 (got ${poolSize}): migrations hold one connection for their lock while another applies them.`);
   }
@@ -66,7 +84,12 @@ function openPostgres(url: string, poolSize: number): Database {
   const client = postgres(url, {
     max: poolSize,
     onnotice: () => {},
-    connection: { application_name: "cronledger" },
+    connection: {
+      application_name: "cronledger",
+      ...(clientConnectionCheck === false
+        ? {}
+        : { client_connection_check_interval: String(parseDuration(clientConnectionCheck, "clientConnectionCheck")) }),
+    },
   });
   const db = drizzlePostgres(client, { logger: countingLogger(statements) }) as unknown as Db;
   return {
@@ -132,9 +155,10 @@ export function openDatabase(setting: DatabaseSetting | undefined, env: NodeJS.P
   if (resolved === undefined || resolved === "") return openPglite(resolve(DEFAULT_EMBEDDED_DIR));
   const url = typeof resolved === "string" ? resolved : resolved.url;
   const poolSize = typeof resolved === "string" ? 10 : (resolved.poolSize ?? 10);
+  const clientConnectionCheck = typeof resolved === "string" ? DEFAULT_CLIENT_CONNECTION_CHECK : (resolved.clientConnectionCheck ?? DEFAULT_CLIENT_CONNECTION_CHECK);
   if (url === "memory://" || url === "pglite:memory") return openPglite(undefined);
   if (url.startsWith("pglite:")) return openPglite(resolve(url.slice("pglite:".length)));
-  if (url.startsWith("postgres://") || url.startsWith("postgresql://")) return openPostgres(url, poolSize);
+  if (url.startsWith("postgres://") || url.startsWith("postgresql://")) return openPostgres(url, poolSize, clientConnectionCheck);
   throw new ConfigError(
     `Unsupported database ${JSON.stringify(url.replace(/:[^:@/]*@/, ":***@"))}: use a postgres:// URL, "memory://" for in-memory PGlite, or "pglite:<dir>" for PGlite on disk.`,
   );

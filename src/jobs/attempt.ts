@@ -1,23 +1,31 @@
+import { redact, redactFields } from "../admin/redact.js";
 import type { Logger } from "../log.js";
 import type { JobContext, JobDefinition, JobResult } from "./define-job.js";
 
-/** Prefixes every line a handler logs with its job, so interleaved jobs stay readable. */
+/**
+ * Prefixes every line a handler logs with its job, so interleaved jobs stay
+ * readable, and redacts what the handler passes: a payload logged by hand
+ * must not reach the application's log sink with its secrets.
+ */
 class JobLogger implements Logger {
   constructor(
     private readonly logger: Logger,
     private readonly fields: Record<string, unknown>,
   ) {}
+  private line(message: string, fields: Record<string, unknown> | undefined): [string, Record<string, unknown>] {
+    return [redact(message), { ...this.fields, ...(fields === undefined ? {} : redactFields(fields)) }];
+  }
   debug(message: string, fields?: Record<string, unknown>) {
-    this.logger.debug(message, { ...this.fields, ...fields });
+    this.logger.debug(...this.line(message, fields));
   }
   info(message: string, fields?: Record<string, unknown>) {
-    this.logger.info(message, { ...this.fields, ...fields });
+    this.logger.info(...this.line(message, fields));
   }
   warn(message: string, fields?: Record<string, unknown>) {
-    this.logger.warn(message, { ...this.fields, ...fields });
+    this.logger.warn(...this.line(message, fields));
   }
   error(message: string, fields?: Record<string, unknown>) {
-    this.logger.error(message, { ...this.fields, ...fields });
+    this.logger.error(...this.line(message, fields));
   }
 }
 

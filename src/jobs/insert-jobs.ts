@@ -33,30 +33,33 @@ export interface InsertedJob {
 }
 
 /**
- * The `inserted` and `notified` CTEs of a job insert: columns travel as
- * parallel arrays through unnest (a constant 9 parameters, whatever the
- * batch size), rows whose (job_name, idempotency_key) exists are skipped,
- * and each queue that gained rows is notified once, on commit. With
- * `onlyScheduleKeysIn`, rows are kept only if their schedule key is in that
- * CTE (the tick's claimed slots).
+ * The `inserted` and `notified` CTEs that insert the rows `select` yields
+ * (job_name, queue, payload, priority, run_at, max_attempts,
+ * idempotency_key, schedule_key, scheduled_for, in that order): rows whose
+ * (job_name, idempotency_key) exists are skipped, and each queue that
+ * gained rows is notified once, on commit.
  */
-export function insertedJobsCtes(rows: readonly NewJobRow[], onlyScheduleKeysIn?: SQL): SQL {
-  const column = <K extends keyof NewJobRow>(key: K) => sql.param(rows.map((row) => row[key]));
-  const filter = onlyScheduleKeysIn === undefined ? sql`` : sql`where t.sk in (select key from ${onlyScheduleKeysIn})`;
+export function jobInsertCtes(select: SQL): SQL {
   return sql`
     inserted as (
       insert into cronledger.jobs
         (job_name, queue, payload, priority, run_at, max_attempts, idempotency_key, schedule_key, scheduled_for)
-      select n, q, p::jsonb, pr, coalesce(ra::timestamptz, now()), ma, ik, sk, sf::timestamptz
-      from unnest(
-        ${column("jobName")}::text[], ${column("queue")}::text[], ${column("payloadJson")}::text[],
-        ${column("priority")}::int[], ${column("runAt")}::text[], ${column("maxAttempts")}::int[],
-        ${column("idempotencyKey")}::text[], ${column("scheduleKey")}::text[], ${column("scheduledFor")}::text[]
-      ) as t(n, q, p, pr, ra, ma, ik, sk, sf)
-      ${filter}
+      ${select}
       on conflict (job_name, idempotency_key) where idempotency_key is not null do nothing
       returning id, job_name, idempotency_key, schedule_key, queue
     ), notified as (${notifyQueues(sql`inserted`)})`;
+}
+
+/** jobInsertCtes for rows built here: columns travel as parallel arrays through unnest, a constant 9 parameters whatever the batch size. */
+export function insertedJobsCtes(rows: readonly NewJobRow[]): SQL {
+  const column = <K extends keyof NewJobRow>(key: K) => sql.param(rows.map((row) => row[key]));
+  return jobInsertCtes(sql`
+    select n, q, p::jsonb, pr, coalesce(ra::timestamptz, now()), ma, ik, sk, sf::timestamptz
+    from unnest(
+      ${column("jobName")}::text[], ${column("queue")}::text[], ${column("payloadJson")}::text[],
+      ${column("priority")}::int[], ${column("runAt")}::text[], ${column("maxAttempts")}::int[],
+      ${column("idempotencyKey")}::text[], ${column("scheduleKey")}::text[], ${column("scheduledFor")}::text[]
+    ) as t(n, q, p, pr, ra, ma, ik, sk, sf)`);
 }
 
 /** One INSERT for any number of jobs (see insertedJobsCtes). */

@@ -1,16 +1,21 @@
 import { sql } from "drizzle-orm";
 import { redact } from "../admin/redact.js";
-import { query, type Database, type Executor } from "../db/connection.js";
+import { query, type Database } from "../db/connection.js";
 import { isTransientDatabaseError, rootMessage } from "../db/transient.js";
 import { CronledgerError } from "../errors.js";
-import { insertedJobsCtes, type NewJobRow } from "../jobs/insert-jobs.js";
+import { jobInsertCtes } from "../jobs/insert-jobs.js";
 import type { Logger } from "../log.js";
 import { slotIdempotencyKey } from "./identity.js";
 import { jitterMs } from "./jitter.js";
 import type { ResolvedEntry } from "./validate.js";
 
-/** `enqueue` is the one statement that claims slots and inserts their jobs. */
-export type TickPhase = "read" | "create" | "repair" | "enqueue";
+/**
+ * `pass`: the one statement that reads, creates, repairs and claims the
+ * ledger rows of every candidate entry and inserts the jobs of the slots it
+ * claimed. `enqueue`: one entry's share of it, retried alone after the whole
+ * statement failed.
+ */
+export type TickPhase = "pass" | "enqueue";
 
 /** A tick pass that failed after its retries; names the phase and, where one is involved, the entry. */
 export class TickError extends CronledgerError {
@@ -85,28 +90,16 @@ export interface TickOptions {
   readonly now?: Date;
 }
 
-/** Entries due within this margin of the estimated database time are read too, covering clock drift between passes. */
-const CANDIDATE_MARGIN_MS = 2_000;
+/**
+ * How far the database clock may be from this process's estimate of it when
+ * a pass plans its candidate slots; beyond it, the pass plans again at the
+ * clock it read (a second statement, after a clock jump or a long stall).
+ */
+const CLOCK_MARGIN_MS = 2_000;
 /** Ledger values further in the future than this are corrupt, not clock skew. */
 export const FUTURE_LEDGER_TOLERANCE_MS = 5 * 60_000;
 export const TICK_RETRIES = 3;
 const RETRY_BACKOFF_MS = [100, 300, 900] as const;
-
-interface LedgerRow {
-  now_ms: number;
-  key: string | null;
-  ms: number | null;
-}
-
-interface Claim {
-  readonly entry: ResolvedEntry;
-  /** The ledger value read, as epoch ms: the guard compares the stored value converted the same way, so it is exact. */
-  readonly oldMs: number;
-  readonly slotMs: number;
-  /** Fire time of the slot after this one: the memo's value once the claim succeeds. */
-  readonly nextFireMs: number;
-  readonly stale: boolean;
-}
 
 class PhaseError extends Error {
   constructor(
@@ -140,7 +133,7 @@ export async function runTick(context: TickContext, options: TickOptions = {}): 
       const report = await tickOnce(context, options);
       return { ...report, statements: context.database.statements.count - statementsBefore, attempts: attempt };
     } catch (error) {
-      const phaseError = error instanceof PhaseError ? error : new PhaseError("read", undefined, error);
+      const phaseError = error instanceof PhaseError ? error : new PhaseError("pass", undefined, error);
       const transient = isTransientDatabaseError(phaseError.original);
       if (!transient || attempt > TICK_RETRIES) {
         throw new TickError(phaseError.phase, phaseError.entry, phaseError.original, attempt);
@@ -154,6 +147,7 @@ export async function runTick(context: TickContext, options: TickOptions = {}): 
     }
   }
 }
+
 
 function outcome(entry: ResolvedEntry, slotMs: number): SlotOutcome {
   return { identity: entry.identity, key: entry.ledgerKey, jobName: entry.jobName, slot: new Date(slotMs) };
@@ -169,268 +163,283 @@ function nextFireAfter(entry: ResolvedEntry, ledgerMs: number): number {
   return next === null ? Number.POSITIVE_INFINITY : fireTime(entry, next);
 }
 
-/** The latest slot after the ledger value whose fire time has come, if any (DESIGN 6, step 2). */
-function dueSlot(entry: ResolvedEntry, ledgerMs: number, nowMs: number): number | null {
-  let slot = entry.calendar.latestMs(nowMs);
-  if (slot === null || slot <= ledgerMs) return null;
-  if (fireTime(entry, slot) > nowMs) {
-    slot = entry.calendar.latestMs(slot - 1);
-    if (slot === null || slot <= ledgerMs || fireTime(entry, slot) > nowMs) return null;
-  }
-  return slot;
-}
-
-/** Entries whose ledger rows this pass must read: unknown ones, and those whose next fire may have come. */
-function candidates(context: TickContext, estimatedNowMs: number | undefined): readonly ResolvedEntry[] {
-  if (estimatedNowMs === undefined) return context.entries;
-  const horizon = estimatedNowMs + CANDIDATE_MARGIN_MS;
-  return context.entries.filter((entry) => {
-    const seen = context.memo.get(entry.ledgerKey);
-    return seen === undefined || seen.nextFireMs <= horizon;
-  });
-}
-
-const LEDGER_MS = sql`(extract(epoch from last_enqueued_slot) * 1000)::float8`;
-
-async function readLedger(context: TickContext, wanted: readonly ResolvedEntry[]): Promise<LedgerRow[]> {
-  const { database, entries, namespace } = context;
-  // The whole namespace is cheaper to select than a long key list, so a full read filters by namespace.
-  const filter =
-    wanted.length === entries.length
-      ? sql`namespace = ${namespace}`
-      : sql`key = any(${sql.param(wanted.map((entry) => entry.ledgerKey))}::text[])`;
-  const rows =
-    wanted.length === 0
-      ? sql`select (extract(epoch from now()) * 1000)::float8 as now_ms, null as key, null as ms`
-      : sql`select (extract(epoch from now()) * 1000)::float8 as now_ms, s.key, s.ms
-            from (select 1) as one
-            left join (select key, ${LEDGER_MS} as ms from cronledger.schedule_state where ${filter}) as s on true`;
-  return query<LedgerRow>(database.db, rows);
-}
-
-async function tickOnce(context: TickContext, options: TickOptions): Promise<Omit<TickReport, "statements" | "attempts">> {
-  const { database, namespace, logger, memo } = context;
-  const estimatedNowMs = options.now?.getTime() ?? (context.clock.offsetMs === undefined ? undefined : Date.now() + context.clock.offsetMs);
-  const wanted = candidates(context, estimatedNowMs);
-  const rows = await inPhase("read", undefined, () => readLedger(context, wanted));
-  const databaseNowMs = rows[0]?.now_ms;
-  if (databaseNowMs !== undefined) context.clock.offsetMs = databaseNowMs - Date.now();
-  const nowMs = options.now?.getTime() ?? databaseNowMs ?? Date.now();
-  const ledger = new Map<string, number>();
-  for (const row of rows) {
-    if (row.key !== null && row.ms !== null) ledger.set(row.key, row.ms);
-  }
-
-  const missing: { entry: ResolvedEntry; startMs: number }[] = [];
-  const corrupt: { entry: ResolvedEntry; ms: number }[] = [];
-  const claims: Claim[] = [];
-  let nextFireMs = Number.POSITIVE_INFINITY;
-  const wantedKeys = wanted.length === context.entries.length ? undefined : new Set(wanted.map((entry) => entry.ledgerKey));
-
-  for (const entry of context.entries) {
-    const seen = memo.get(entry.ledgerKey);
-    if (wantedKeys !== undefined && !wantedKeys.has(entry.ledgerKey) && seen !== undefined) {
-      nextFireMs = Math.min(nextFireMs, seen.nextFireMs);
-      continue;
-    }
-    const ledgerMs = ledger.get(entry.ledgerKey);
-    if (ledgerMs === undefined) {
-      // A new entry never fires retroactively: its ledger starts at now. A row that vanished under
-      // an entry this process knows (a prune during a rolling deploy) comes back at its last value.
-      const startMs = seen?.ledgerMs ?? nowMs;
-      const upcoming = nextFireAfter(entry, startMs);
-      missing.push({ entry, startMs });
-      memo.set(entry.ledgerKey, { ledgerMs: startMs, nextFireMs: upcoming });
-      nextFireMs = Math.min(nextFireMs, upcoming);
-      continue;
-    }
-    if (ledgerMs > nowMs + FUTURE_LEDGER_TOLERANCE_MS) {
-      corrupt.push({ entry, ms: ledgerMs });
-      nextFireMs = Math.min(nextFireMs, nextFireAfter(entry, nowMs));
-      continue;
-    }
-    let upcoming = seen?.ledgerMs === ledgerMs ? seen.nextFireMs : undefined;
-    if (upcoming === undefined) {
-      upcoming = nextFireAfter(entry, ledgerMs);
-      memo.set(entry.ledgerKey, { ledgerMs, nextFireMs: upcoming });
-    }
-    // Fire times grow with slots (jitter < gap), so nothing is due before the next one.
-    if (upcoming > nowMs) {
-      nextFireMs = Math.min(nextFireMs, upcoming);
-      continue;
-    }
-    const slotMs = dueSlot(entry, ledgerMs, nowMs);
-    if (slotMs === null) continue;
-    const deferredUntil = context.deferred.get(entry.ledgerKey);
-    if (deferredUntil !== undefined && nowMs < deferredUntil) continue;
-    context.deferred.delete(entry.ledgerKey);
-    const following = nextFireAfter(entry, slotMs);
-    claims.push({ entry, oldMs: ledgerMs, slotMs, nextFireMs: following, stale: slotMs < nowMs - entry.catchUpWindowMs });
-    nextFireMs = Math.min(nextFireMs, following);
-  }
-
-  const nowIso = new Date(nowMs).toISOString();
-  let created = 0;
-  if (missing.length > 0) {
-    const inserted = await inPhase("create", undefined, () =>
-      query<{ key: string }>(
-        database.db,
-        sql`insert into cronledger.schedule_state (key, namespace, job_name, last_enqueued_slot)
-            select k, ${namespace}, j, s::timestamptz
-            from unnest(
-              ${sql.param(missing.map(({ entry }) => entry.ledgerKey))}::text[],
-              ${sql.param(missing.map(({ entry }) => entry.jobName))}::text[],
-              ${sql.param(missing.map(({ startMs }) => new Date(startMs).toISOString()))}::text[]
-            ) as t(k, j, s)
-            on conflict (key) do nothing
-            returning key`,
-      ),
-    );
-    created = inserted.length;
-    // A row another replica created first holds a value this process has not read.
-    const createdKeys = new Set(inserted.map((row) => row.key));
-    for (const { entry } of missing) if (!createdKeys.has(entry.ledgerKey)) memo.delete(entry.ledgerKey);
-  }
-
-  const repaired: TickReport["repaired"][number][] = [];
-  if (corrupt.length > 0) {
-    const fixed = await inPhase("repair", undefined, () =>
-      query<{ key: string }>(
-        database.db,
-        sql`update cronledger.schedule_state s set last_enqueued_slot = ${nowIso}::timestamptz, updated_at = now()
-            from unnest(${sql.param(corrupt.map((c) => c.entry.ledgerKey))}::text[], ${sql.param(corrupt.map((c) => c.ms))}::float8[]) as t(k, old)
-            where s.key = t.k and (extract(epoch from s.last_enqueued_slot) * 1000)::float8 = t.old
-            returning s.key`,
-      ),
-    );
-    const fixedKeys = new Set(fixed.map((row) => row.key));
-    for (const { entry, ms } of corrupt) {
-      if (!fixedKeys.has(entry.ledgerKey)) continue;
-      logger.warn("ledger value was in the future; repaired it to now so the entry keeps firing", {
-        identity: entry.identity,
-        from: new Date(ms).toISOString(),
-        to: nowIso,
-      });
-      repaired.push({ identity: entry.identity, key: entry.ledgerKey, jobName: entry.jobName, from: new Date(ms), to: new Date(nowMs) });
-      memo.set(entry.ledgerKey, { ledgerMs: nowMs, nextFireMs: nextFireAfter(entry, nowMs) });
-    }
-  }
-
-  const result = claims.length > 0 ? await claimAndEnqueue(context, claims, nowIso) : emptyClaimResult();
-  return {
-    now: new Date(nowMs),
-    ...result,
-    repaired,
-    created,
-    nextFireAt: Number.isFinite(nextFireMs) ? new Date(nextFireMs) : null,
-  };
-}
-
-type ClaimResult = Pick<TickReport, "enqueued" | "lostRace" | "skippedStale" | "quarantined">;
-
-function emptyClaimResult(): ClaimResult {
-  return { enqueued: [], lostRace: [], skippedStale: [], quarantined: [] };
-}
-
-function jobRow(claim: Claim, namespace: string, nowIso: string): NewJobRow {
-  const { entry, slotMs } = claim;
-  return {
-    jobName: entry.jobName,
-    queue: entry.queue,
-    payloadJson: entry.payloadJson,
-    priority: entry.priority,
-    runAt: nowIso,
-    maxAttempts: entry.job.retry.maxAttempts,
-    idempotencyKey: slotIdempotencyKey(namespace, entry.identity, slotMs),
-    scheduleKey: entry.ledgerKey,
-    scheduledFor: new Date(slotMs).toISOString(),
-  };
+/**
+ * What one statement of a pass covers: the entries it reads, and the span
+ * the database clock must read within for their candidate slots to hold.
+ */
+interface Plan {
+  readonly lowMs: number;
+  readonly highMs: number;
+  /** The fixed instant of `tick({ now })`; null means the database clock. */
+  readonly exactMs: number | null;
+  readonly entries: readonly ResolvedEntry[];
 }
 
 /**
- * Claims a batch of slots and inserts their jobs in one statement: the
- * ledger update is guarded by the values read, and only the slots it
- * actually claimed (and that are not stale) get a job.
+ * Entries the pass must look at: unknown ones, and those whose memoized next
+ * fire may have come by `highMs`. Recently quarantined entries sit out.
  */
-async function claimBatch(executor: Executor, claims: readonly Claim[], namespace: string, nowIso: string) {
-  const fresh = claims.filter((claim) => !claim.stale);
-  const rows = await inPhase("enqueue", claims.length === 1 ? claims[0]?.entry.identity : undefined, () =>
-    query<{ key: string; job_id: number | null }>(
-      executor,
-      sql`with claimed as (
-            update cronledger.schedule_state s set last_enqueued_slot = t.slot::timestamptz, updated_at = now()
-            from unnest(
-              ${sql.param(claims.map((c) => c.entry.ledgerKey))}::text[],
-              ${sql.param(claims.map((c) => c.oldMs))}::float8[],
-              ${sql.param(claims.map((c) => new Date(c.slotMs).toISOString()))}::text[]
-            ) as t(key, old, slot)
-            where s.key = t.key and (extract(epoch from s.last_enqueued_slot) * 1000)::float8 = t.old
-            returning s.key
-          ), ${insertedJobsCtes(
-            fresh.map((claim) => jobRow(claim, namespace, nowIso)),
-            sql`claimed`,
-          )}
-          select claimed.key, inserted.id::float8 as job_id
-          from claimed left join inserted on inserted.schedule_key = claimed.key cross join notified`,
-    ),
-  );
-  const claimedKeys = new Set(rows.map((row) => row.key));
-  const jobIds = new Map<string, number>();
-  for (const row of rows) if (row.job_id !== null) jobIds.set(row.key, row.job_id);
-  return { claimedKeys, jobIds };
-}
-
-function classify(claims: readonly Claim[], claimedKeys: Set<string>, jobIds: Map<string, number>, into: ClaimResult, memo: FireMemo): void {
-  for (const claim of claims) {
-    const base = outcome(claim.entry, claim.slotMs);
-    if (!claimedKeys.has(claim.entry.ledgerKey)) {
-      // Another replica moved the ledger to a value this process has not read.
-      memo.delete(claim.entry.ledgerKey);
-      into.lostRace.push(base);
-      continue;
+function planPass(context: TickContext, options: TickOptions, databaseNowMs?: number): Plan {
+  const exactMs = options.now?.getTime() ?? null;
+  const estimateMs = exactMs ?? databaseNowMs ?? Date.now() + (context.clock.offsetMs ?? 0);
+  const marginMs = exactMs === null ? CLOCK_MARGIN_MS : 0;
+  const highMs = estimateMs + marginMs;
+  const entries = context.entries.filter((entry) => {
+    const deferredUntil = context.deferred.get(entry.ledgerKey);
+    if (deferredUntil !== undefined) {
+      if (estimateMs < deferredUntil) return false;
+      context.deferred.delete(entry.ledgerKey);
     }
-    memo.set(claim.entry.ledgerKey, { ledgerMs: claim.slotMs, nextFireMs: claim.nextFireMs });
-    if (claim.stale) into.skippedStale.push(base);
-    else into.enqueued.push({ ...base, jobId: jobIds.get(claim.entry.ledgerKey) ?? null });
-  }
+    const seen = context.memo.get(entry.ledgerKey);
+    return seen === undefined || seen.nextFireMs <= highMs;
+  });
+  return { lowMs: estimateMs - marginMs, highMs, exactMs, entries };
 }
 
-async function claimAndEnqueue(context: TickContext, claims: readonly Claim[], nowIso: string): Promise<ClaimResult> {
-  const { database, namespace, logger } = context;
-  const result = emptyClaimResult();
+/**
+ * The slots that can be the entry's due slot (DESIGN 6, step 2) while the
+ * clock reads anywhere in [low, high]: the latest whose fire time is at or
+ * before `low`, and every later one whose fire time is at or before `high`.
+ * The statement picks the latest of them whose fire time has come by the
+ * clock it reads; with `tick({ now })` the span is one instant and one slot.
+ */
+function candidateSlots(entry: ResolvedEntry, lowMs: number, highMs: number): number[] {
+  const slots: number[] = [];
+  let first = entry.calendar.latestMs(lowMs);
+  // Jitter can put a slot's fire time after `low` although the slot itself is before it.
+  if (first !== null && fireTime(entry, first) > lowMs) first = entry.calendar.latestMs(first - 1);
+  if (first !== null) slots.push(first);
+  for (let cursor = first ?? lowMs - entry.jitterMs - 1; ; ) {
+    const next = entry.calendar.nextMs(cursor);
+    if (next === null || fireTime(entry, next) > highMs) break;
+    slots.push(next);
+    cursor = next;
+  }
+  return slots;
+}
+
+interface PassRow {
+  now_ms: number;
+  key: string | null;
+  old_ms: number | null;
+  slot_ms: number | null;
+  stale: boolean | null;
+  claimed: boolean;
+  created_ms: number | null;
+  repaired: boolean;
+  job_id: number | null;
+}
+
+/**
+ * The pass as one statement (DESIGN 6, steps 1-5): read the ledger rows of
+ * the planned entries; create the missing ones at `now` (or at the value this
+ * process last saw, for a row that vanished under it); repair values in the
+ * future; pick each entry's due slot among its candidates by the clock the
+ * statement reads; claim them all in one UPDATE guarded by the value read;
+ * insert the jobs of the claimed, non-stale slots. Every step sees the same
+ * snapshot, and a replica that claimed first makes the guard fail (0 rows:
+ * a lost race). With no entries it only reads the clock.
+ */
+function passStatement(context: TickContext, plan: Plan, entries: readonly ResolvedEntry[]) {
+  const slots = { key: [] as string[], ms: [] as number[], at: [] as string[], fireMs: [] as number[], idempotencyKey: [] as string[] };
+  for (const entry of entries) {
+    for (const slotMs of candidateSlots(entry, plan.lowMs, plan.highMs)) {
+      slots.key.push(entry.ledgerKey);
+      slots.ms.push(slotMs);
+      slots.at.push(new Date(slotMs).toISOString());
+      slots.fireMs.push(fireTime(entry, slotMs));
+      slots.idempotencyKey.push(slotIdempotencyKey(context.namespace, entry.identity, slotMs));
+    }
+  }
+  const column = <T>(pick: (entry: ResolvedEntry) => T) => sql.param(entries.map(pick));
+  const knownStart = (entry: ResolvedEntry) => {
+    const seen = context.memo.get(entry.ledgerKey);
+    return seen === undefined ? null : new Date(seen.ledgerMs).toISOString();
+  };
+  const exact = plan.exactMs === null ? null : new Date(plan.exactMs).toISOString();
+  const ledgerMs = sql`(extract(epoch from s.last_enqueued_slot) * 1000)::float8`;
+  return sql`
+    with clock as (
+      select t as now, (extract(epoch from t) * 1000)::float8 as now_ms
+      from (select date_trunc('milliseconds', coalesce(${exact}::timestamptz, now())) as t) as c
+    ), entry as (
+      select e.*, ${ledgerMs} as old_ms
+      from unnest(
+        ${column((entry) => entry.ledgerKey)}::text[], ${column((entry) => entry.jobName)}::text[],
+        ${column((entry) => entry.catchUpWindowMs)}::float8[], ${column(knownStart)}::text[],
+        ${column((entry) => entry.queue)}::text[], ${column((entry) => entry.payloadJson)}::text[],
+        ${column((entry) => entry.priority)}::int[], ${column((entry) => entry.job.retry.maxAttempts)}::int[]
+      ) as e(key, job_name, window_ms, start_at, queue, payload, priority, max_attempts)
+      left join cronledger.schedule_state s on s.key = e.key
+    ), due as (
+      select distinct on (c.key) c.key, c.slot_ms, c.slot_at, c.idempotency_key, e.old_ms,
+        c.slot_ms < clock.now_ms - e.window_ms as stale
+      from unnest(
+        ${sql.param(slots.key)}::text[], ${sql.param(slots.ms)}::float8[], ${sql.param(slots.at)}::text[],
+        ${sql.param(slots.fireMs)}::float8[], ${sql.param(slots.idempotencyKey)}::text[]
+      ) as c(key, slot_ms, slot_at, fire_ms, idempotency_key)
+      join entry e on e.key = c.key
+      cross join clock
+      where clock.now_ms between ${plan.lowMs}::float8 and ${plan.highMs}::float8
+        and e.old_ms <= clock.now_ms + ${FUTURE_LEDGER_TOLERANCE_MS}::float8
+        and c.fire_ms <= clock.now_ms
+        and c.slot_ms > e.old_ms
+      order by c.key, c.slot_ms desc
+    ), created as (
+      insert into cronledger.schedule_state (key, namespace, job_name, last_enqueued_slot)
+      select e.key, ${context.namespace}, e.job_name, coalesce(e.start_at::timestamptz, clock.now)
+      from entry e cross join clock
+      where e.old_ms is null
+      on conflict (key) do nothing
+      returning key, (extract(epoch from last_enqueued_slot) * 1000)::float8 as ms
+    ), repaired as (
+      update cronledger.schedule_state s set last_enqueued_slot = clock.now, updated_at = now()
+      from entry e cross join clock
+      where s.key = e.key and e.old_ms > clock.now_ms + ${FUTURE_LEDGER_TOLERANCE_MS}::float8 and ${ledgerMs} = e.old_ms
+      returning s.key
+    ), claimed as (
+      update cronledger.schedule_state s set last_enqueued_slot = d.slot_at::timestamptz, updated_at = now()
+      from due d
+      where s.key = d.key and ${ledgerMs} = d.old_ms
+      returning s.key
+    ), ${jobInsertCtes(sql`
+      select e.job_name, e.queue, e.payload::jsonb, e.priority, clock.now, e.max_attempts, d.idempotency_key, e.key, d.slot_at::timestamptz
+      from claimed cl join due d on d.key = cl.key join entry e on e.key = cl.key cross join clock
+      where not d.stale`)}
+    select clock.now_ms, e.key, e.old_ms, d.slot_ms, d.stale, cl.key is not null as claimed, cr.ms as created_ms,
+      rp.key is not null as repaired, i.id::float8 as job_id
+    from clock cross join notified
+    left join entry e on true
+    left join due d on d.key = e.key
+    left join claimed cl on cl.key = e.key
+    left join created cr on cr.key = e.key
+    left join repaired rp on rp.key = e.key
+    left join inserted i on i.schedule_key = e.key`;
+}
+
+type PassResult = { -readonly [K in keyof Omit<TickReport, "now" | "nextFireAt" | "statements" | "attempts">]: TickReport[K] };
+
+function emptyResult(): PassResult {
+  return { enqueued: [], lostRace: [], skippedStale: [], quarantined: [], repaired: [], created: 0 };
+}
+
+/** Turns the statement's rows into outcomes and memo updates; returns the clock it read. */
+function absorb(context: TickContext, plan: Plan, rows: readonly PassRow[], sentAtMs: number, into: PassResult, upcoming: { ms: number }): number {
+  const nowMs = rows[0]?.now_ms ?? plan.exactMs ?? sentAtMs;
+  if (plan.exactMs === null) context.clock.offsetMs = nowMs - sentAtMs;
+  const byKey = new Map(plan.entries.map((entry) => [entry.ledgerKey, entry]));
+  const { memo, logger } = context;
+  const remember = (entry: ResolvedEntry, ledgerMs: number) => {
+    const seen = memo.get(entry.ledgerKey);
+    if (seen?.ledgerMs !== ledgerMs) memo.set(entry.ledgerKey, { ledgerMs, nextFireMs: nextFireAfter(entry, ledgerMs) });
+  };
+  for (const row of rows) {
+    const entry = row.key === null ? undefined : byKey.get(row.key);
+    if (entry === undefined) continue;
+    if (row.created_ms !== null) {
+      into.created += 1;
+      remember(entry, row.created_ms);
+    } else if (row.old_ms === null || (row.old_ms > nowMs + FUTURE_LEDGER_TOLERANCE_MS && !row.repaired)) {
+      // Another replica created or repaired the row meanwhile: read it again next pass.
+      memo.delete(entry.ledgerKey);
+    } else if (row.repaired) {
+      logger.warn("ledger value was in the future; repaired it to now so the entry keeps firing", {
+        identity: entry.identity,
+        from: new Date(row.old_ms).toISOString(),
+        to: new Date(nowMs).toISOString(),
+      });
+      into.repaired.push({ identity: entry.identity, key: entry.ledgerKey, jobName: entry.jobName, from: new Date(row.old_ms), to: new Date(nowMs) });
+      remember(entry, nowMs);
+    } else if (row.slot_ms === null) {
+      remember(entry, row.old_ms);
+    } else if (!row.claimed) {
+      // Another replica moved the ledger after this statement's snapshot.
+      memo.delete(entry.ledgerKey);
+      upcoming.ms = Math.min(upcoming.ms, nextFireAfter(entry, row.slot_ms));
+      into.lostRace.push(outcome(entry, row.slot_ms));
+    } else {
+      remember(entry, row.slot_ms);
+      if (row.stale) into.skippedStale.push(outcome(entry, row.slot_ms));
+      else into.enqueued.push({ ...outcome(entry, row.slot_ms), jobId: row.job_id });
+    }
+  }
+  return nowMs;
+}
+
+async function runStatement(context: TickContext, plan: Plan, entries: readonly ResolvedEntry[]) {
+  const sentAtMs = Date.now();
+  const rows = await query<PassRow>(context.database.db, passStatement(context, plan, entries));
+  return { rows, sentAtMs };
+}
+
+/**
+ * The whole plan in one statement; if that fails for a reason other than the
+ * connection, entry by entry, so one bad entry cannot stop the others. Each
+ * statement is its own transaction: no BEGIN/COMMIT around it, because
+ * postgres.js 3.4.9 crashes the process (an uncaught TypeError, porsager/postgres#1208)
+ * when a connection drops inside `begin()`, as it does when PostgreSQL
+ * restarts. A statement whose client dies while it runs is aborted by the
+ * server (`client_connection_check_interval`, see db/connection.ts) or
+ * completes whole: never a claim without its job.
+ */
+async function runPass(context: TickContext, plan: Plan, into: PassResult, upcoming: { ms: number }): Promise<number> {
   try {
-    const { claimedKeys, jobIds } = await database.db.transaction((tx) => claimBatch(tx, claims, namespace, nowIso));
-    classify(claims, claimedKeys, jobIds, result, context.memo);
-    return result;
+    const { rows, sentAtMs } = await inPhase("pass", undefined, () => runStatement(context, plan, plan.entries));
+    return absorb(context, plan, rows, sentAtMs, into, upcoming);
   } catch (error) {
     const original = error instanceof PhaseError ? error.original : error;
-    if (isTransientDatabaseError(original)) throw error;
-    logger.warn("batch claim failed; retrying entries one by one to isolate the failure", { error: redact(rootMessage(original)) });
+    if (isTransientDatabaseError(original) || plan.entries.length === 0) throw error;
+    context.logger.warn("tick statement failed; retrying entries one by one to isolate the failure", { error: redact(rootMessage(original)) });
   }
+  let nowMs: number | undefined;
+  for (const entry of plan.entries) {
+    try {
+      const { rows, sentAtMs } = await runStatement(context, plan, [entry]);
+      nowMs = absorb(context, plan, rows, sentAtMs, into, upcoming);
+    } catch (error) {
+      if (isTransientDatabaseError(error)) throw new PhaseError("enqueue", entry.identity, error);
+      quarantine(context, plan, entry, error, into);
+    }
+  }
+  return nowMs ?? plan.exactMs ?? (plan.lowMs + plan.highMs) / 2;
+}
 
-  // Isolation: each entry under its own savepoint, so one bad entry cannot stop the others.
-  await inPhase("enqueue", undefined, () =>
-    database.db.transaction(async (tx) => {
-      for (const claim of claims) {
-        try {
-          const { claimedKeys, jobIds } = await tx.transaction((savepoint) => claimBatch(savepoint, [claim], namespace, nowIso));
-          classify([claim], claimedKeys, jobIds, result, context.memo);
-        } catch (error) {
-          const phaseError = error instanceof PhaseError ? error : new PhaseError("enqueue", claim.entry.identity, error);
-          if (isTransientDatabaseError(phaseError.original)) throw phaseError;
-          const quarantined = { ...outcome(claim.entry, claim.slotMs), phase: phaseError.phase, error: redact(phaseError.message) };
-          logger.error("schedule entry quarantined: its slot is deferred to the next pass", {
-            job: claim.entry.jobName,
-            identity: claim.entry.identity,
-            phase: phaseError.phase,
-            slot: quarantined.slot.toISOString(),
-            error: quarantined.error,
-          });
-          result.quarantined.push(quarantined);
-          context.deferred.set(claim.entry.ledgerKey, Date.parse(nowIso) + QUARANTINE_DEFERRAL_MS);
-        }
-      }
-    }),
-  );
-  return result;
+function quarantine(context: TickContext, plan: Plan, entry: ResolvedEntry, error: unknown, into: PassResult): void {
+  const estimateMs = plan.exactMs ?? (plan.lowMs + plan.highMs) / 2;
+  const dueSlot = candidateSlots(entry, plan.lowMs, plan.highMs).filter((slotMs) => fireTime(entry, slotMs) <= estimateMs).at(-1) ?? estimateMs;
+  const quarantined = { ...outcome(entry, dueSlot), phase: "enqueue" as const, error: redact(rootMessage(error)) };
+  context.logger.error("schedule entry quarantined: its slot is deferred to a later pass", {
+    job: entry.jobName,
+    identity: entry.identity,
+    phase: quarantined.phase,
+    slot: quarantined.slot.toISOString(),
+    error: quarantined.error,
+  });
+  into.quarantined.push(quarantined);
+  context.deferred.set(entry.ledgerKey, estimateMs + QUARANTINE_DEFERRAL_MS);
+}
+
+/** Earliest upcoming fire time: from the memo, lost races, and the end of each quarantine. */
+function nextFireAt(context: TickContext, upcomingMs: number): Date | null {
+  let earliest = upcomingMs;
+  for (const entry of context.entries) {
+    const seen = context.memo.get(entry.ledgerKey);
+    if (seen === undefined) continue;
+    const deferredUntil = context.deferred.get(entry.ledgerKey) ?? Number.NEGATIVE_INFINITY;
+    earliest = Math.min(earliest, Math.max(seen.nextFireMs, deferredUntil));
+  }
+  return Number.isFinite(earliest) ? new Date(earliest) : null;
+}
+
+async function tickOnce(context: TickContext, options: TickOptions): Promise<Omit<TickReport, "statements" | "attempts">> {
+  const result = emptyResult();
+  const upcoming = { ms: Number.POSITIVE_INFINITY };
+  let plan = planPass(context, options);
+  let nowMs = await runPass(context, plan, result, upcoming);
+  if (nowMs < plan.lowMs || nowMs > plan.highMs) {
+    // The database clock was not where this process expected: plan again at the clock it read.
+    plan = planPass(context, options, nowMs);
+    nowMs = await runPass(context, plan, result, upcoming);
+  }
+  return { now: new Date(nowMs), ...result, nextFireAt: nextFireAt(context, upcoming.ms) };
 }

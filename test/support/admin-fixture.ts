@@ -1,6 +1,9 @@
 import { randomBytes } from "node:crypto";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { sql } from "drizzle-orm";
 import { z } from "zod";
+import type { AdminHandler } from "../../src/admin/handler.js";
 import { startAdminServer, type AdminServer } from "../../src/admin/server.js";
 import { createCronledger, type Cronledger } from "../../src/cronledger.js";
 import { query } from "../../src/db/connection.js";
@@ -27,7 +30,9 @@ export const chargeJob = defineJob({
   name: "billing.charge",
   retry: "maintenance",
   payload: z.object({ user: z.string(), password: z.string() }),
-  run: (payload) => {
+  run: (payload, ctx) => {
+    // A careless handler: it logs its payload and the header it sent before failing with both in the message.
+    ctx.log.warn(`posting with Authorization: Bearer ${LEAKED_BEARER}`, { payload, sent: { password: payload.password }, note: `password: ${payload.password}` });
     throw new Error(`charge failed: upstream said 401 to Authorization: Bearer ${LEAKED_BEARER} while posting payload ${JSON.stringify(payload)}`);
   },
 });
@@ -97,5 +102,37 @@ export async function createAdminFixture(label: string): Promise<AdminFixture> {
       await ledger.close();
       await database.drop();
     },
+  };
+}
+
+/**
+ * Mounts `handler` at `prefix` on node:http the way Express `app.use(prefix, ...)` or Hono's `mount`
+ * does: the prefix is stripped before the handler sees the request, and other paths never reach it.
+ */
+export async function serveStripped(handler: AdminHandler, prefix: string): Promise<AdminServer> {
+  const server = createServer((message, out) => {
+    const path = message.url ?? "/";
+    if (!path.startsWith(`${prefix}/`)) {
+      out.writeHead(404).end();
+      return;
+    }
+    const headers = new Headers();
+    for (const [name, value] of Object.entries(message.headers)) if (typeof value === "string") headers.set(name, value);
+    handler(new Request(`http://${message.headers.host ?? "127.0.0.1"}${path.slice(prefix.length)}`, { method: message.method ?? "GET", headers }))
+      .then(async (response) => {
+        out.writeHead(response.status, Object.fromEntries(response.headers));
+        out.end(Buffer.from(await response.arrayBuffer()));
+      })
+      .catch(() => out.writeHead(500).end());
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}${prefix}`,
+    close: () =>
+      new Promise<void>((resolve, reject) => {
+        server.close((error) => (error ? reject(error) : resolve()));
+        server.closeAllConnections();
+      }),
   };
 }

@@ -16,7 +16,8 @@ export function serverUrl(): string {
 export async function createTestDatabase(label: string): Promise<{ url: string; drop: () => Promise<void> }> {
   const server = serverUrl();
   const safeLabel = basename(label).replace(/\.test\.ts$/, "").replace(/[^a-z0-9]+/gi, "_").toLowerCase().slice(0, 30);
-  const name = `cl_test_${safeLabel}_${randomBytes(4).toString("hex")}`;
+  // The creation second is part of the name, so the global setup can tell a leftover from a database another run is using.
+  const name = `cl_test_${safeLabel}_${Math.floor(Date.now() / 1000).toString(36)}_${randomBytes(4).toString("hex")}`;
   const admin = postgres(server, { max: 1, onnotice: () => {} });
   try {
     await admin.unsafe(`create database "${name}"`);

@@ -38,15 +38,27 @@ async function resolvePostgresUrl(): Promise<string> {
   );
 }
 
-/** Drops databases left behind by test runs that were killed before their cleanup. */
+/** Longer than any run: a test database this old was left by a run killed before its cleanup. */
+const LEFTOVER_AGE_S = 3 * 3_600;
+
+function createdAtSeconds(datname: string): number | undefined {
+  const stamp = /_([0-9a-z]+)_[0-9a-f]{8}$/.exec(datname)?.[1];
+  return stamp === undefined ? undefined : parseInt(stamp, 36);
+}
+
+/**
+ * Drops databases left behind by test runs that were killed before their
+ * cleanup. Only old ones: another run on the same server (a second checkout,
+ * a helper) may be between two connections to a database it just created.
+ */
 async function dropLeftoverDatabases(url: string): Promise<void> {
   const admin = postgres(url, { max: 1, onnotice: () => {} });
   try {
-    const rows = await admin<{ datname: string }[]>`
-      select datname from pg_database
-      where datname like 'cl\_test\_%' and age(datfrozenxid) >= 0
-        and not exists (select 1 from pg_stat_activity a where a.datname = pg_database.datname)`;
+    const rows = await admin<{ datname: string }[]>`select datname from pg_database where datname like 'cl\_test\_%'`;
+    const nowS = Date.now() / 1000;
     for (const { datname } of rows) {
+      const created = createdAtSeconds(datname);
+      if (created !== undefined && nowS - created < LEFTOVER_AGE_S) continue;
       await admin.unsafe(`drop database if exists "${datname.replace(/"/g, '""')}" with (force)`);
     }
   } finally {

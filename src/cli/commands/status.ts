@@ -19,13 +19,21 @@ export const status: Command = {
 };
 
 function describeStatus(report: SchedulerStatus): string[] {
-  const lines = [`Database clock ${report.databaseNow.toISOString()}, namespace "${report.namespace}", ${plural(report.entries.length, "schedule entry", "schedule entries")}.`];
+  const chores = report.entries.filter((entry) => entry.chore).length;
+  const counted = `${plural(report.entries.length - chores, "schedule entry", "schedule entries")}${chores > 0 ? ` + ${plural(chores, "chore")}` : ""}`;
+  const lines = [`Database clock ${report.databaseNow.toISOString()}, namespace "${report.namespace}", ${counted}.`];
   if (report.entries.length > 0) {
     lines.push(
       "",
       ...table([
         ["JOB", "CRON", "TIMEZONE", "LAST SLOT", "NEXT RUN"],
-        ...report.entries.map((entry) => [entry.jobName, entry.cron, entry.timezone, isoOrDash(entry.lastEnqueuedSlot), isoOrDash(entry.nextRunAt)]),
+        ...report.entries.map((entry) => [
+          entry.chore ? `${entry.jobName} (chore)` : entry.jobName,
+          entry.cron,
+          entry.timezone,
+          isoOrDash(entry.lastEnqueuedSlot),
+          isoOrDash(entry.nextRunAt),
+        ]),
       ]),
     );
   }
