@@ -48,7 +48,10 @@ describe("parseCron canonical form", () => {
     const groups = [
       ["@daily", "0 0 * * *", "0 0 0 * * *", "0 0 */1 * *", "0 0 * */1 ?"],
       ["0 12 * * 1-5", "0 12 * * mon-fri", "0 12 * * MON,TUE,WED,THU,FRI", "0 12 ? * 1,2,3,4,5"],
-      ["0 0 * * 0", "0 0 * * 7", "0 0 * * SUN", "@weekly"],
+      ["0 0 * * 0", "0 0 * * 7", "0 0 * * SUN", "@weekly", "0 0 * * 0,7", "0 0 * * sun,7"],
+      // A list that names a value twice is the union of its parts, as in classic cron.
+      ["0 0 * * 1-5", "0 0 * * 1-5,3", "0 0 * * mon-fri,wed"],
+      ["1 * * * *", "1,1 * * * *"],
     ];
     for (const group of groups) {
       expect(new Set(group.map((source) => parseCron(source).canonical)).size).toBe(1);

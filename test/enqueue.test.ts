@@ -14,6 +14,16 @@ const sendDigest = defineJob({
   run: () => {},
 });
 const unknownJob = defineJob({ name: "not.registered", run: () => {} });
+const strictDate = defineJob({ name: "report.strict-date", payload: z.object({ day: z.date() }), run: () => {} });
+const bigCount = defineJob({ name: "report.big-count", payload: z.object({ n: z.bigint() }), run: () => {} });
+const seenDays: Date[] = [];
+const coercedDate = defineJob({
+  name: "report.coerced-date",
+  payload: z.object({ day: z.coerce.date() }),
+  run: (payload) => {
+    seenDays.push(payload.day);
+  },
+});
 
 describe.each(BACKENDS)("enqueue on %s", (backend) => {
   let store: TestStore;
@@ -22,7 +32,7 @@ describe.each(BACKENDS)("enqueue on %s", (backend) => {
   });
   const open = async () => {
     store = await createTestStore(backend, `enqueue_${backend}`);
-    return store.open({ jobs: [sendDigest] });
+    return store.open({ jobs: [sendDigest, strictDate, bigCount, coercedDate] });
   };
 
   it("writes a queued job with the job's queue, priority and attempts", async () => {
@@ -42,6 +52,17 @@ describe.each(BACKENDS)("enqueue on %s", (backend) => {
     const second = await ledger.enqueue(sendDigest, { list: "y" }, { idempotencyKey: "x-2026-12-02" });
     expect(second).toEqual({ id: first.id, jobName: "email.send-digest", created: false });
     expect(await jobCount(ledger)).toBe(1);
+  });
+
+  it("refuses a payload that would not survive being stored as JSON, and keeps one that does", async () => {
+    const ledger = await open();
+    const day = new Date("2026-12-02T00:00:00.000Z");
+    await expect(ledger.enqueue(strictDate, { day })).rejects.toThrow(/day: .*after the JSON round trip/);
+    await expect(ledger.enqueue(bigCount, { n: 10n })).rejects.toThrow(/cannot be stored as JSON/);
+    expect(await jobCount(ledger)).toBe(0);
+    await ledger.enqueue(coercedDate, { day });
+    expect(await ledger.work({ once: true })).toMatchObject({ succeeded: 1, failed: 0 });
+    expect(seenDays.at(-1)).toEqual(day);
   });
 
   it("validates every payload before writing anything", async () => {

@@ -80,13 +80,22 @@ describe("validateSchedule", () => {
       [1, "unregistered_job", "billing.charge"],
     ]);
     expect(problems[0]?.message).toContain("add its defineJob() result to `jobs`");
+    // The cron and timezone are fine, so the problem names the identity the entry would have.
+    expect(problems[0]?.identity).toBe("billing.refund||0 * * * *|UTC");
   });
 
   it("invalid_payload: fails the job's zod schema, naming the field", () => {
     const problem = only([{ job: digest, cron: "0 8 * * *", payload: { list: 42 } }]);
-    expect(problem).toMatchObject({ code: "invalid_payload", index: 0, jobName: "email.send-digest" });
+    expect(problem).toMatchObject({ code: "invalid_payload", index: 0, jobName: "email.send-digest", identity: "email.send-digest||0 8 * * *|UTC" });
     expect(problem.message).toContain("list: Invalid input: expected string, received number");
     expect(only([{ job: digest, cron: "0 8 * * *" }]).code).toBe("invalid_payload");
+  });
+
+  it("invalid_payload: a payload that only validates before it is stored as JSON", () => {
+    const dated = defineJob({ name: "reports.dated", payload: z.object({ since: z.date() }), run: () => {} });
+    const problems = validateSchedule([{ job: dated, cron: "0 0 * * *", payload: { since: new Date(0) } }], [dated], { now: NOW });
+    expect(problems).toMatchObject([{ code: "invalid_payload", index: 0 }]);
+    expect(problems[0]?.message).toContain("after the JSON round trip");
   });
 
   it("duplicate_entry: the same identity after canonicalisation, naming both entries", () => {

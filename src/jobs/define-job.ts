@@ -100,3 +100,29 @@ export function isJobDefinition(value: unknown): value is JobDefinition {
 export function describeIssues(error: z.ZodError): string[] {
   return error.issues.map((issue) => `${issue.path.length > 0 ? issue.path.join(".") : "payload"}: ${issue.message}`);
 }
+
+/**
+ * The payload as it will be stored, checked the way the worker will read it:
+ * serialised to JSON, parsed back, validated by the job's schema. A payload
+ * that only validates before the round trip (a Date for `z.date()`, a
+ * BigInt, undefined inside an array) would fail terminally at run time, so
+ * it is refused here, with the reason, before anything is written.
+ */
+export function storablePayload(job: JobDefinition, payload: unknown): { ok: true; json: string } | { ok: false; issues: string[] } {
+  const first = job.payload.safeParse(payload);
+  if (!first.success) return { ok: false, issues: describeIssues(first.error) };
+  let json: string;
+  try {
+    json = JSON.stringify(payload ?? {});
+  } catch (error) {
+    return { ok: false, issues: [`payload: cannot be stored as JSON (${error instanceof Error ? error.message : String(error)})`] };
+  }
+  const stored = job.payload.safeParse(JSON.parse(json));
+  if (!stored.success) {
+    return {
+      ok: false,
+      issues: describeIssues(stored.error).map((issue) => `${issue} after the JSON round trip it is stored through (use a JSON-safe schema, e.g. z.coerce.date() or an ISO string)`),
+    };
+  }
+  return { ok: true, json };
+}

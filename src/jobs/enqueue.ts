@@ -5,7 +5,7 @@ import { parseDuration, type Duration } from "../duration.js";
 import { ConfigError, JobNotRegisteredError, PayloadValidationError } from "../errors.js";
 import { jobs as jobsTable } from "../schema.js";
 import { boundKey } from "../schedule/identity.js";
-import { describeIssues, type JobDefinition } from "./define-job.js";
+import { storablePayload, type JobDefinition } from "./define-job.js";
 import { insertJobsStatement, type NewJobRow } from "./insert-jobs.js";
 
 export interface EnqueueOptions {
@@ -44,9 +44,9 @@ function resolveJob(reference: JobReference, registry: ReadonlyMap<string, JobDe
 /** Validates every request before anything is written: one bad payload writes nothing. */
 function toRow(request: EnqueueRequest, registry: ReadonlyMap<string, JobDefinition>, position?: number): NewJobRow {
   const job = resolveJob(request.job, registry);
-  const parsed = job.payload.safeParse(request.payload);
-  if (!parsed.success) {
-    throw new PayloadValidationError(job.name, describeIssues(parsed.error), position === undefined ? undefined : `enqueueMany item ${position}`);
+  const payload = storablePayload(job, request.payload);
+  if (!payload.ok) {
+    throw new PayloadValidationError(job.name, payload.issues, position === undefined ? undefined : `enqueueMany item ${position}`);
   }
   const options = request.options ?? {};
   if (options.runAt !== undefined && options.delay !== undefined) {
@@ -56,7 +56,7 @@ function toRow(request: EnqueueRequest, registry: ReadonlyMap<string, JobDefinit
   return {
     jobName: job.name,
     queue: options.queue ?? job.queue,
-    payloadJson: JSON.stringify(request.payload ?? {}),
+    payloadJson: payload.json,
     priority: options.priority ?? job.priority,
     runAt: runAt === undefined ? null : runAt.toISOString(),
     maxAttempts: job.retry.maxAttempts,

@@ -90,7 +90,7 @@ export function parseCron(expression: string): ParsedCron {
   let sets: CronFieldSets;
   let neverMatches = false;
   try {
-    sets = toSets(CronExpressionParser.parse(six.join(" "), { tz: "UTC" }).fields);
+    sets = toSets(CronExpressionParser.parse(withoutRepeats(six).join(" "), { tz: "UTC" }).fields);
   } catch (error) {
     if (!(error instanceof Error) || error.message !== "Invalid explicit day of month definition") {
       throw new InvalidCronError(expression, describeParseFailure(six, error));
@@ -229,6 +229,34 @@ function renderDayOfWeek(sets: CronFieldSets): string {
 }
 
 /** Names the field cron-parser objects to, by parsing each one alone. */
+const FIELD_KEYS = ["second", "minute", "hour", "dayOfMonth", "month", "dayOfWeek"] as const;
+
+/**
+ * cron-parser refuses a list that names a value twice, which classic cron
+ * accepts: `0,7` (both Sunday), `1-5,3`. Such a list field is replaced by
+ * the union of what its parts match; lists of L/# forms are left to fail.
+ */
+function withoutRepeats(six: readonly string[]): string[] {
+  return six.map((token, index) => {
+    if (!token.includes(",")) return token;
+    const values = new Set<number>();
+    for (const part of token.split(",")) {
+      const probe = six.map((_, at) => (at === index ? part : at === 0 ? "0" : "*"));
+      let matched: readonly (number | string)[];
+      try {
+        matched = CronExpressionParser.parse(probe.join(" "), { tz: "UTC" }).fields[FIELD_KEYS[index] as (typeof FIELD_KEYS)[number]].values;
+      } catch {
+        return token;
+      }
+      for (const value of matched) {
+        if (typeof value !== "number") return token;
+        values.add(index === 5 && value === 7 ? 0 : value);
+      }
+    }
+    return [...values].sort((a, b) => a - b).join(",");
+  });
+}
+
 function describeParseFailure(six: readonly string[], error: unknown): string {
   const message = error instanceof Error ? error.message : String(error);
   for (let index = 0; index < six.length; index++) {

@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { parseDuration } from "../duration.js";
 import { CronledgerError, ScheduleValidationError, type ScheduleProblem } from "../errors.js";
-import { describeIssues, isJobDefinition, type JobDefinition } from "../jobs/define-job.js";
+import { isJobDefinition, storablePayload, type JobDefinition } from "../jobs/define-job.js";
 import { closest } from "../suggest.js";
 import { parseCron, type ParsedCron } from "./cron.js";
 import { entryIdentity, ledgerKey } from "./identity.js";
@@ -112,7 +112,9 @@ export function resolveSchedule(
   entries.forEach((raw, index) => {
     const jobName = jobNameOf(raw);
     const where = describe(index, jobName);
-    const report = (code: ScheduleProblem["code"], message: string, identity?: string, severity: ScheduleProblem["severity"] = "error") => {
+    // Known once the cron and timezone are: every later problem of the entry carries it.
+    let knownIdentity: string | undefined;
+    const report = (code: ScheduleProblem["code"], message: string, identity = knownIdentity, severity: ScheduleProblem["severity"] = "error") => {
       problems.push({ code, severity, index, message: `${where}: ${message}`, ...(jobName ? { jobName } : {}), ...(identity ? { identity } : {}) });
     };
 
@@ -140,6 +142,7 @@ export function resolveSchedule(
       report("invalid_timezone", messageOf(error));
       broken = true;
     }
+    if (cron !== undefined && !broken) knownIdentity = entryIdentity({ jobName: name, key: entry.key, canonicalCron: cron.canonical, timezone });
 
     const registered = registry.get(name);
     const job = registered ?? (typeof entry.job === "string" ? undefined : entry.job);
@@ -153,12 +156,12 @@ export function resolveSchedule(
 
     let payloadJson = "{}";
     if (job) {
-      const parsed = job.payload.safeParse(entry.payload);
-      if (!parsed.success) {
-        report("invalid_payload", `payload does not match job "${name}"'s schema: ${describeIssues(parsed.error).join("; ")}.`);
+      const payload = storablePayload(job, entry.payload);
+      if (!payload.ok) {
+        report("invalid_payload", `payload does not match job "${name}"'s schema: ${payload.issues.join("; ")}.`);
         broken = true;
       } else {
-        payloadJson = JSON.stringify(entry.payload ?? {});
+        payloadJson = payload.json;
       }
     }
 
@@ -184,7 +187,7 @@ export function resolveSchedule(
     const calendarKey = `${cron.canonical}|${timezone}`;
     const calendar = calendars.get(calendarKey) ?? slotCalendar(cron, { timezone });
     calendars.set(calendarKey, calendar);
-    const identity = entryIdentity({ jobName: name, key: entry.key, canonicalCron: cron.canonical, timezone });
+    const identity = knownIdentity ?? entryIdentity({ jobName: name, key: entry.key, canonicalCron: cron.canonical, timezone });
 
     if (jitterMs > 0 && jitterMs >= calendar.shortestGapMs()) {
       report(
