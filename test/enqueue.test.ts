@@ -106,3 +106,32 @@ describe.each(BACKENDS)("enqueue on %s", (backend) => {
     expect(payloads).toHaveLength(503);
   });
 });
+
+// PGlite runs inside this process, so its clock is this host's: the skew can only be shown on a server.
+describe("enqueue on a PostgreSQL server", () => {
+  let store: TestStore;
+  afterEach(async () => {
+    await store.dispose();
+  });
+
+  it("counts a delay from the database clock, not this host's", async () => {
+    store = await createTestStore("postgres", "enqueue_clock");
+    const ledger = await store.open({ jobs: [sendDigest] });
+    // This host's clock runs two days fast; the database's does not.
+    const skewed = Date.now() + 2 * 86_400_000;
+    const realNow = Date.now;
+    Date.now = () => skewed;
+    let job: { id: number };
+    try {
+      job = await ledger.enqueue(sendDigest, { list: "later" }, { delay: "1h" });
+    } finally {
+      Date.now = realNow;
+    }
+    const [row] = await rows<{ minutes: number }>(
+      ledger,
+      sql`select extract(epoch from run_at - now()) / 60 as minutes from cronledger.jobs where id = ${job.id}`,
+    );
+    expect(Number(row?.minutes)).toBeGreaterThan(55);
+    expect(Number(row?.minutes)).toBeLessThanOrEqual(60);
+  });
+});

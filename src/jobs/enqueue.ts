@@ -52,13 +52,16 @@ function toRow(request: EnqueueRequest, registry: ReadonlyMap<string, JobDefinit
   if (options.runAt !== undefined && options.delay !== undefined) {
     throw new ConfigError(`enqueue(${job.name}): pass either runAt or delay, not both.`);
   }
-  const runAt = options.runAt ?? (options.delay === undefined ? undefined : new Date(Date.now() + parseDuration(options.delay, "delay")));
+  // A delay counts from the database clock, like every other instant, not from this host's.
+  const delayMs = options.delay === undefined ? 0 : parseDuration(options.delay, "delay");
+  const runAt = options.runAt;
   return {
     jobName: job.name,
     queue: options.queue ?? job.queue,
     payloadJson: payload.json,
     priority: options.priority ?? job.priority,
     runAt: runAt === undefined ? null : runAt.toISOString(),
+    delayMs,
     maxAttempts: job.retry.maxAttempts,
     idempotencyKey: options.idempotencyKey === undefined ? null : boundKey(options.idempotencyKey),
     scheduleKey: null,

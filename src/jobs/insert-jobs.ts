@@ -17,8 +17,10 @@ export interface NewJobRow {
   readonly queue: string;
   readonly payloadJson: string;
   readonly priority: number;
-  /** ISO instant; null means "now" (the database clock). */
+  /** ISO instant; null means the database clock plus `delayMs`. */
   readonly runAt: string | null;
+  /** With no `runAt`: how long after the database's now the job becomes ready. */
+  readonly delayMs: number;
   readonly maxAttempts: number;
   readonly idempotencyKey: string | null;
   readonly scheduleKey: string | null;
@@ -50,16 +52,16 @@ export function jobInsertCtes(select: SQL): SQL {
     ), notified as (${notifyQueues(sql`inserted`)})`;
 }
 
-/** jobInsertCtes for rows built here: columns travel as parallel arrays through unnest, a constant 9 parameters whatever the batch size. */
+/** jobInsertCtes for rows built here: columns travel as parallel arrays through unnest, a constant 10 parameters whatever the batch size. */
 export function insertedJobsCtes(rows: readonly NewJobRow[]): SQL {
   const column = <K extends keyof NewJobRow>(key: K) => sql.param(rows.map((row) => row[key]));
   return jobInsertCtes(sql`
-    select n, q, p::jsonb, pr, coalesce(ra::timestamptz, now()), ma, ik, sk, sf::timestamptz
+    select n, q, p::jsonb, pr, coalesce(ra::timestamptz, now() + dm * interval '1 millisecond'), ma, ik, sk, sf::timestamptz
     from unnest(
       ${column("jobName")}::text[], ${column("queue")}::text[], ${column("payloadJson")}::text[],
-      ${column("priority")}::int[], ${column("runAt")}::text[], ${column("maxAttempts")}::int[],
+      ${column("priority")}::int[], ${column("runAt")}::text[], ${column("delayMs")}::float8[], ${column("maxAttempts")}::int[],
       ${column("idempotencyKey")}::text[], ${column("scheduleKey")}::text[], ${column("scheduledFor")}::text[]
-    ) as t(n, q, p, pr, ra, ma, ik, sk, sf)`);
+    ) as t(n, q, p, pr, ra, dm, ma, ik, sk, sf)`);
 }
 
 /** One INSERT for any number of jobs (see insertedJobsCtes). */
