@@ -293,9 +293,10 @@ function passStatement(context: TickContext, plan: Plan, entries: readonly Resol
       on conflict (key) do nothing
       returning key, (extract(epoch from last_enqueued_slot) * 1000)::float8 as ms
     ), repaired as (
-      update cronledger.schedule_state s set last_enqueued_slot = clock.now, updated_at = now()
-      from entry e cross join clock
-      where s.key = e.key and e.old_ms > clock.now_ms + ${FUTURE_LEDGER_TOLERANCE_MS}::float8 and ${ledgerMs} = e.old_ms
+      update cronledger.schedule_state s set last_enqueued_slot = (select now from clock), updated_at = now()
+      from entry e
+      -- The clock as a scalar, so the filter picks the few corrupt rows before the join instead of after it.
+      where s.key = e.key and e.old_ms > (select now_ms from clock) + ${FUTURE_LEDGER_TOLERANCE_MS}::float8 and ${ledgerMs} = e.old_ms
       returning s.key
     ), claimed as (
       update cronledger.schedule_state s set last_enqueued_slot = d.slot_at::timestamptz, updated_at = now()
