@@ -406,6 +406,30 @@ describe("worker on postgres, in real time", () => {
     expect(await working).toMatchObject({ succeeded: 2 });
   });
 
+  it("wakes for a retry when it comes due, not at the next poll, and never before", async () => {
+    store = await createTestStore("postgres", "worker_retry_wake");
+    const starts: number[] = [];
+    let finished!: () => void;
+    const done = new Promise<void>((resolve) => (finished = resolve));
+    const job = defineJob({
+      name: "retry.soon",
+      retry: { maxAttempts: 2, delayMs: () => 300 },
+      run: () => {
+        starts.push(performance.now());
+        if (starts.length === 1) throw new Error("first attempt fails");
+        finished();
+      },
+    });
+    const ledger = await store.open({ jobs: [job], chores: false });
+    await ledger.enqueue(job);
+    const working = ledger.work({ pollInterval: "10m" });
+    // Within the test's timeout only the retry's own wake-up, not the 10-minute poll, can start attempt 2.
+    await done;
+    await ledger.stop();
+    expect(await working).toMatchObject({ retried: 1, succeeded: 1 });
+    expect((starts[1] ?? 0) - (starts[0] ?? 0)).toBeGreaterThanOrEqual(300);
+  });
+
   it("heartbeats a long job so the reaper leaves it alone, however often it runs", async () => {
     store = await createTestStore("postgres", "worker_heartbeat");
     let finish!: () => void;

@@ -71,6 +71,11 @@ const PREFETCH_HORIZON_S = 0.05;
 const ABORT_SETTLE_MS = 2_000;
 const MAX_BACKOFF_MS = 5_000;
 const MAX_CONCURRENT_CLAIMS = 2;
+/** Retries due sooner than this get a timer of their own; later ones are found by the poll. */
+const MAX_RETRY_WAKE_MS = 5 * 60_000;
+/** After the retry's due time: its completion is flushed and the database clock has passed it. */
+const RETRY_WAKE_MARGIN_MS = 25;
+const RETRY_WAKE_BUCKET_MS = 50;
 
 interface ClaimedJob {
   readonly id: number;
@@ -164,6 +169,8 @@ export class Worker {
   private flushBackoffMs = 0;
   private retryTimer: NodeJS.Timeout | undefined;
   private pollTimer: NodeJS.Timeout | undefined;
+  /** Wake-ups for scheduled retries, by RETRY_WAKE_BUCKET_MS bucket of their due time. */
+  private readonly retryWakes = new Map<number, NodeJS.Timeout>();
   private heartbeatTimer: NodeJS.Timeout | undefined;
   private unlisten: (() => Promise<void>) | undefined;
   private readonly drained = deferred();
@@ -412,8 +419,30 @@ export class Worker {
     this.finishedCount += 1;
     // A drain also picks up what its own jobs enqueued; a quick retry is due before the next poll.
     if (this.once || (status === "retry" && completion.delayMs < this.pollMs)) this.more = true;
+    if (!this.once && status === "retry") this.wakeForRetry(completion.delayMs);
     this.enqueueCompletion(completion);
     this.pump();
+  }
+
+  /**
+   * Wakes the worker when a retry it scheduled comes due, so a job retried
+   * in 2 s runs in 2 s, not at the poll after. Retries due within the same
+   * RETRY_WAKE_BUCKET_MS share one timer; far-off ones are left to the poll.
+   */
+  private wakeForRetry(delayMs: number): void {
+    if (delayMs > MAX_RETRY_WAKE_MS) return;
+    const bucket = Math.ceil((performance.now() + delayMs + RETRY_WAKE_MARGIN_MS) / RETRY_WAKE_BUCKET_MS);
+    if (this.retryWakes.has(bucket)) return;
+    const timer = setTimeout(() => {
+      this.retryWakes.delete(bucket);
+      this.wake();
+    }, bucket * RETRY_WAKE_BUCKET_MS - performance.now());
+    this.retryWakes.set(bucket, timer);
+  }
+
+  private clearRetryWakes(): void {
+    for (const timer of this.retryWakes.values()) clearTimeout(timer);
+    this.retryWakes.clear();
   }
 
   private attemptStatus(completion: Completion): AttemptStatus {
@@ -534,6 +563,7 @@ export class Worker {
     this.stopping = true;
     clearInterval(this.pollTimer);
     clearTimeout(this.retryTimer);
+    this.clearRetryWakes();
     const unlisten = this.unlisten;
     this.unlisten = undefined;
     await unlisten?.().catch(() => {});
@@ -593,6 +623,7 @@ export class Worker {
     clearInterval(this.pollTimer);
     clearInterval(this.heartbeatTimer);
     clearTimeout(this.retryTimer);
+    this.clearRetryWakes();
     clearTimeout(this.flushTimer);
     return { ...this.summary };
   }
