@@ -238,9 +238,15 @@ interface PassRow {
  * statement reads; claim them all in one UPDATE guarded by the value read;
  * insert the jobs of the claimed, non-stale slots. Every step sees the same
  * snapshot, and a replica that claimed first makes the guard fail (0 rows:
- * a lost race). With no entries it only reads the clock.
+ * a lost race).
  */
 function passStatement(context: TickContext, plan: Plan, entries: readonly ResolvedEntry[]) {
+  const exact = plan.exactMs === null ? null : new Date(plan.exactMs).toISOString();
+  // The idle pass, every second on every replica: the clock alone, without planning the empty statement.
+  if (entries.length === 0) {
+    return sql`select (extract(epoch from date_trunc('milliseconds', coalesce(${exact}::timestamptz, now()))) * 1000)::float8 as now_ms,
+      null as key, null as old_ms, null as slot_ms, null as stale, false as claimed, null as created_ms, false as repaired, null as job_id`;
+  }
   const slots = { key: [] as string[], ms: [] as number[], at: [] as string[], fireMs: [] as number[], idempotencyKey: [] as string[] };
   for (const entry of entries) {
     for (const slotMs of candidateSlots(entry, plan.lowMs, plan.highMs)) {
@@ -256,7 +262,6 @@ function passStatement(context: TickContext, plan: Plan, entries: readonly Resol
     const seen = context.memo.get(entry.ledgerKey);
     return seen === undefined ? null : new Date(seen.ledgerMs).toISOString();
   };
-  const exact = plan.exactMs === null ? null : new Date(plan.exactMs).toISOString();
   const ledgerMs = sql`(extract(epoch from s.last_enqueued_slot) * 1000)::float8`;
   return sql`
     with clock as (
