@@ -7,6 +7,7 @@ import type { PostgresJsDatabase } from "drizzle-orm/postgres-js";
 import { fileURLToPath } from "node:url";
 import { MigrationError } from "../errors.js";
 import { query, type Database } from "./connection.js";
+import { rootMessage } from "./transient.js";
 
 /**
  * Our own journal table. Sharing the application's drizzle journal makes the
@@ -39,7 +40,7 @@ export async function migrateDatabase(database: Database): Promise<{ applied: nu
     });
   } catch (error) {
     throw new MigrationError(
-      `cronledger migration failed: ${(error as Error).message}. Each migration runs in a transaction, so nothing is half-applied: fix the cause (see docs/operations.md, "Migration failure") and run \`cronledger migrate\` again.`,
+      `cronledger migration failed: ${rootMessage(error)}. Each migration runs in a transaction, so nothing is half-applied: fix the cause (see docs/operations.md, "Migration failure") and run \`cronledger migrate\` again.`,
       { cause: error },
     );
   }

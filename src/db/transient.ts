@@ -21,6 +21,13 @@ export function isTransientDatabaseError(error: unknown): boolean {
   return false;
 }
 
+// PostgreSQL 13 and poolers such as PgBouncer refuse the startup parameter cronledger sends by default.
+const CONNECTION_CHECK_REFUSED = /client_connection_check_interval/;
+const CONNECTION_CHECK_HINT =
+  " (cronledger sends client_connection_check_interval so the server aborts statements of killed processes: " +
+  "PostgreSQL 13 and poolers like PgBouncer refuse it; set `database: { url, clientConnectionCheck: false }`)";
+
+/** The innermost cause's message, with what to do when it is one cronledger's own settings caused. */
 export function rootMessage(error: unknown): string {
   let current: unknown = error;
   for (let depth = 0; depth < 5; depth += 1) {
@@ -28,5 +35,6 @@ export function rootMessage(error: unknown): string {
     if (!(cause instanceof Error)) break;
     current = cause;
   }
-  return current instanceof Error ? current.message : String(current);
+  const message = current instanceof Error ? current.message : String(current);
+  return CONNECTION_CHECK_REFUSED.test(message) && !message.includes(CONNECTION_CHECK_HINT) ? message + CONNECTION_CHECK_HINT : message;
 }
