@@ -1,6 +1,6 @@
 import { sql } from "drizzle-orm";
 import { afterEach, describe, expect, it } from "vitest";
-import { openDatabase, query, type Database } from "../src/db/connection.js";
+import { openDatabase, query, type Database, type DatabaseSetting } from "../src/db/connection.js";
 import { rootMessage } from "../src/db/transient.js";
 import { useTestDatabase } from "./support/database.js";
 
@@ -10,7 +10,7 @@ describe("cronledger's PostgreSQL connections", () => {
   afterEach(async () => {
     await Promise.all(opened.splice(0).map((db) => db.close()));
   });
-  const setting = async (options: { clientConnectionCheck?: string | false }) => {
+  const setting = async (options: Omit<Extract<DatabaseSetting, object>, "url">) => {
     const db = openDatabase({ url: database.url, ...options });
     opened.push(db);
     const [row] = await query<{ value: string; app: string }>(
