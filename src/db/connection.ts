@@ -1,7 +1,7 @@
 import { PGlite } from "@electric-sql/pglite";
 import type { SQL } from "drizzle-orm";
 import type { Logger as DrizzleLogger } from "drizzle-orm/logger";
-import type { PgDatabase, PgQueryResultHKT, PgTransaction } from "drizzle-orm/pg-core";
+import type { PgDatabase, PgQueryResultHKT } from "drizzle-orm/pg-core";
 import { drizzle as drizzlePglite } from "drizzle-orm/pglite";
 import { drizzle as drizzlePostgres } from "drizzle-orm/postgres-js";
 import { mkdirSync } from "node:fs";
@@ -12,9 +12,6 @@ import { ConfigError } from "../errors.js";
 import { templateFor } from "./pglite-template.js";
 
 export type Db = PgDatabase<PgQueryResultHKT>;
-export type Tx = PgTransaction<PgQueryResultHKT>;
-/** Anything that can run a statement: the pool or an open transaction. */
-export type Executor = Db | Tx;
 
 /** Where the data lives: a PostgreSQL URL, `memory://` for in-memory PGlite, or `pglite:<dir>` for PGlite on disk. */
 export type DatabaseSetting =
@@ -50,8 +47,8 @@ export interface Database {
 }
 
 /** Runs a raw statement and returns its rows, whichever driver is underneath. */
-export async function query<T>(executor: Executor, statement: SQL): Promise<T[]> {
-  const result: unknown = await executor.execute(statement);
+export async function query<T>(db: Db, statement: SQL): Promise<T[]> {
+  const result: unknown = await db.execute(statement);
   if (Array.isArray(result)) return result as T[];
   return (result as { rows: T[] }).rows;
 }
