@@ -123,8 +123,7 @@ function redactNamedValues(text: string): string {
   NAMED_PAIR.lastIndex = 0;
   for (let match = NAMED_PAIR.exec(text); match !== null; match = NAMED_PAIR.exec(text)) {
     const name = (match[2] ?? "").toLowerCase();
-    // An error class is a label, not a field: "PayloadValidationError [invalid_payload]" keeps its code.
-    if (!SECRET_NAME.test(name) || /(?:error|exception)$/.test(name)) continue;
+    if (!isSecretName(name)) continue;
     const valueStart = match.index + match[0].length;
     const first = text[valueStart];
     let replacement: string;
@@ -217,6 +216,7 @@ const MAX_FIELD_DEPTH = 4;
 
 function isSecretName(name: string): boolean {
   const lower = name.toLowerCase();
+  // An error class is a label, not a field: "PayloadValidationError [invalid_payload]" keeps its code.
   return SECRET_NAME.test(lower) && !/(?:error|exception)$/.test(lower);
 }
 

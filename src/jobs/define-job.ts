@@ -109,20 +109,19 @@ export function describeIssues(error: z.ZodError): string[] {
  * it is refused here, with the reason, before anything is written.
  */
 export function storablePayload(job: JobDefinition, payload: unknown): { ok: true; json: string } | { ok: false; issues: string[] } {
-  const first = job.payload.safeParse(payload);
-  if (!first.success) return { ok: false, issues: describeIssues(first.error) };
   let json: string;
   try {
     json = JSON.stringify(payload ?? {});
   } catch (error) {
     return { ok: false, issues: [`payload: cannot be stored as JSON (${error instanceof Error ? error.message : String(error)})`] };
   }
+  // One parse when the payload is good; the given value is parsed as well only to say why it is not.
   const stored = job.payload.safeParse(JSON.parse(json));
-  if (!stored.success) {
-    return {
-      ok: false,
-      issues: describeIssues(stored.error).map((issue) => `${issue} after the JSON round trip it is stored through (use a JSON-safe schema, e.g. z.coerce.date() or an ISO string)`),
-    };
-  }
-  return { ok: true, json };
+  if (stored.success) return { ok: true, json };
+  const given = job.payload.safeParse(payload);
+  if (!given.success) return { ok: false, issues: describeIssues(given.error) };
+  return {
+    ok: false,
+    issues: describeIssues(stored.error).map((issue) => `${issue} after the JSON round trip it is stored through (use a JSON-safe schema, e.g. z.coerce.date() or an ISO string)`),
+  };
 }

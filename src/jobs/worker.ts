@@ -417,9 +417,9 @@ export class Worker {
       });
     }
     this.finishedCount += 1;
-    // A drain also picks up what its own jobs enqueued; a quick retry is due before the next poll.
-    if (this.once || (status === "retry" && completion.delayMs < this.pollMs)) this.more = true;
-    if (!this.once && status === "retry") this.wakeForRetry(completion.delayMs);
+    // A drain also picks up what its own jobs enqueued; a running worker wakes when a retry comes due.
+    if (this.once) this.more = true;
+    else if (status === "retry") this.wakeForRetry(completion.delayMs);
     this.enqueueCompletion(completion);
     this.pump();
   }

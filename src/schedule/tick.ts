@@ -330,10 +330,19 @@ function emptyResult(): PassResult {
 }
 
 /** Turns the statement's rows into outcomes and memo updates; returns the clock it read. */
-function absorb(context: TickContext, plan: Plan, rows: readonly PassRow[], sentAtMs: number, into: PassResult, upcoming: { ms: number }): number {
+function absorb(
+  context: TickContext,
+  plan: Plan,
+  entries: readonly ResolvedEntry[],
+  rows: readonly PassRow[],
+  sentAtMs: number,
+  into: PassResult,
+  upcoming: { ms: number },
+): number {
   const nowMs = rows[0]?.now_ms ?? plan.exactMs ?? sentAtMs;
   if (plan.exactMs === null) context.clock.offsetMs = nowMs - sentAtMs;
-  const byKey = new Map(plan.entries.map((entry) => [entry.ledgerKey, entry]));
+  // The statement's own entries: one when a failed pass is retried entry by entry.
+  const byKey = new Map(entries.map((entry) => [entry.ledgerKey, entry]));
   const { memo, logger } = context;
   const remember = (entry: ResolvedEntry, ledgerMs: number) => {
     const seen = memo.get(entry.ledgerKey);
@@ -372,10 +381,11 @@ function absorb(context: TickContext, plan: Plan, rows: readonly PassRow[], sent
   return nowMs;
 }
 
-async function runStatement(context: TickContext, plan: Plan, entries: readonly ResolvedEntry[]) {
+/** Runs the statement for `entries` and takes in its rows; returns the clock it read. */
+async function runStatement(context: TickContext, plan: Plan, entries: readonly ResolvedEntry[], into: PassResult, upcoming: { ms: number }): Promise<number> {
   const sentAtMs = Date.now();
   const rows = await query<PassRow>(context.database.db, passStatement(context, plan, entries));
-  return { rows, sentAtMs };
+  return absorb(context, plan, entries, rows, sentAtMs, into, upcoming);
 }
 
 /**
@@ -390,8 +400,7 @@ async function runStatement(context: TickContext, plan: Plan, entries: readonly 
  */
 async function runPass(context: TickContext, plan: Plan, into: PassResult, upcoming: { ms: number }): Promise<number> {
   try {
-    const { rows, sentAtMs } = await inPhase("pass", undefined, () => runStatement(context, plan, plan.entries));
-    return absorb(context, plan, rows, sentAtMs, into, upcoming);
+    return await inPhase("pass", undefined, () => runStatement(context, plan, plan.entries, into, upcoming));
   } catch (error) {
     const original = error instanceof PhaseError ? error.original : error;
     if (isTransientDatabaseError(original) || plan.entries.length === 0) throw error;
@@ -400,8 +409,7 @@ async function runPass(context: TickContext, plan: Plan, into: PassResult, upcom
   let nowMs: number | undefined;
   for (const entry of plan.entries) {
     try {
-      const { rows, sentAtMs } = await runStatement(context, plan, [entry]);
-      nowMs = absorb(context, plan, rows, sentAtMs, into, upcoming);
+      nowMs = await runStatement(context, plan, [entry], into, upcoming);
     } catch (error) {
       if (isTransientDatabaseError(error)) throw new PhaseError("enqueue", entry.identity, error);
       quarantine(context, plan, entry, error, into);
