@@ -1,136 +1,82 @@
-import { sql } from "drizzle-orm";
-import type { Registry } from "prom-client";
 import type { z } from "zod";
-import { EntryProblemTracker } from "./admin/entry-problems.js";
-import { listFailures, type FailureFilter, type FailurePage } from "./admin/failures.js";
 import { createMetrics, type CronledgerMetrics } from "./admin/metrics.js";
-import { retryFailedJob, type RetriedJob } from "./admin/retry-job.js";
-import { openDatabase, query, type Database, type DatabaseSetting } from "./db/connection.js";
+import { openDatabase, type Database, type DatabaseSetting } from "./db/connection.js";
 import { migrateDatabase } from "./db/migrate.js";
-import { ConfigError } from "./errors.js";
-import { combineHooks, type CronledgerEvents, type CronledgerHooks } from "./events.js";
+import { InvalidArgumentError } from "./errors.js";
+import { combineHooks, type CronledgerEvents } from "./events.js";
 import type { JobDefinition } from "./jobs/define-job.js";
-import { enqueueJobs, type EnqueuedJob, type EnqueueOptions, type EnqueueRequest, type JobReference } from "./jobs/enqueue.js";
+import type { EnqueuedJob, EnqueueOptions, EnqueueRequest, JobReference } from "./jobs/enqueue.js";
+import type { FailureFilter, FailurePage } from "./jobs/failures.js";
+import { JobQueue } from "./jobs/queue.js";
+import type { ReapReport } from "./jobs/reaper.js";
+import { jobRegistry } from "./jobs/registry.js";
+import type { RetriedJob } from "./jobs/retry-failed.js";
+import { Worker, type WorkSummary } from "./jobs/worker.js";
 import { consoleLogger, type Logger } from "./log.js";
-import type { ScheduleEntry } from "./schedule/define-schedule.js";
-import { pruneLedger } from "./schedule/prune.js";
-import { runTick, type FireMemo, type TickOptions, type TickReport } from "./schedule/tick.js";
-import { loadSchedule, type ResolvedEntry } from "./schedule/validate.js";
+import { resolveCronledgerOptions, resolveStartOptions, resolveWorkOptions, type CronledgerOptions, type ResolvedCronledgerOptions, type ResolvedWorkOptions, type StartOptions, type WorkOptions } from "./options.js";
+import { CHORE_QUEUE, choreSchedule } from "./runtime/chores.js";
+import { Supervisor } from "./runtime/supervisor.js";
+import { loadEntries, Scheduler } from "./schedule/scheduler.js";
+import type { TickOptions, TickReport } from "./schedule/tick.js";
+import type { ResolvedEntry } from "./schedule/validate.js";
 import type { ScheduleProblem } from "./errors.js";
-import { parseDuration, type Duration } from "./duration.js";
-import { DEFAULT_LEASE_MS, reapStaleJobs, type ReapReport } from "./jobs/reaper.js";
-import { pruneFinishedJobs, resolveRetention, type ResolvedRetention } from "./jobs/retention.js";
-import { Worker, type WorkOptions, type WorkSummary } from "./jobs/worker.js";
-import { CHORE_QUEUE, choreSchedule, type ChoresSetting } from "./runtime/chores.js";
-import { Supervisor, type StartOptions } from "./runtime/supervisor.js";
+import { buildStatus, type SchedulerStatus } from "./status/model.js";
+import { EntryProblemTracker } from "./status/problems.js";
 
-export interface CronledgerOptions {
-  /**
-   * PostgreSQL URL; omitted: DATABASE_URL, else embedded PGlite in ./.cronledger ("memory://" for in-memory).
-   * An already-open Database (from openDatabase) is shared, and close() leaves it open.
-   */
-  readonly database?: DatabaseSetting | Database;
-  readonly jobs?: readonly JobDefinition[];
-  readonly schedule?: readonly ScheduleEntry[];
-  /** Separates apps sharing one database: each prunes and evaluates only its own ledger rows. */
-  readonly namespace?: string;
-  readonly logger?: Logger;
-  /** Listeners for ticks and job attempts (metrics, logs, the demo's event lines). */
-  readonly hooks?: CronledgerHooks | readonly CronledgerHooks[];
-  /** Prometheus metrics, on by default in a Registry of their own (`ledger.metrics.registry`); pass yours to share it, or false to turn them off. */
-  readonly metrics?: { readonly registry?: Registry } | false;
-  /**
-   * The reaper and prune chores, run as ledger entries (each slot once across
-   * the cluster). Default: on wherever `start()` runs, left out of bare
-   * `tick()` calls; `true` or options: always; `false`: never.
-   */
-  readonly chores?: ChoresSetting;
-  /** A running job without a heartbeat for this long is reaped; default 30 s. Heartbeats go every lease/3. */
-  readonly lease?: Duration;
-}
+export type { CronledgerOptions } from "./options.js";
+export type { EntryStatus, SchedulerStatus } from "./status/model.js";
 
-export interface EntryStatus {
-  readonly identity: string;
-  readonly key: string;
-  readonly jobName: string;
-  readonly cron: string;
-  readonly timezone: string;
-  readonly lastEnqueuedSlot: Date | null;
-  readonly nextRunAt: Date | null;
-  /** One of cronledger's own chores (`cronledger.reap`, `cronledger.prune`), not an entry of the app's schedule. */
-  readonly chore: boolean;
-}
-
-export interface SchedulerStatus {
-  readonly databaseNow: Date;
-  readonly namespace: string;
-  readonly entries: readonly EntryStatus[];
-  readonly warnings: readonly ScheduleProblem[];
-  readonly queues: Readonly<Record<string, Readonly<Record<string, number>>>>;
-}
-
+/**
+ * What an application holds: a Scheduler (src/schedule/scheduler.ts: the
+ * entries and the passes over the ledger), a JobQueue (src/jobs/queue.ts:
+ * enqueue, claim, complete, reap, prune, failures), workers, and the
+ * Supervisor that runs ticker and workers under `start()`. This class only
+ * wires them together; see docs/architecture.md for the map.
+ */
 export class Cronledger {
   readonly database: Database;
   readonly namespace: string;
   readonly logger: Logger;
   readonly events: CronledgerEvents;
+  /** Every job this process can run, chores included, by name. */
   readonly jobs: ReadonlyMap<string, JobDefinition>;
   readonly entries: readonly ResolvedEntry[];
   readonly warnings: readonly ScheduleProblem[];
   /** Null when created with `metrics: false`. */
   readonly metrics: CronledgerMetrics | null;
-  /** Entries that recent ticks quarantined or repaired: the admin status lists them as broken. */
-  readonly entryProblems = new EntryProblemTracker();
-  private readonly memo: FireMemo = new Map();
-  private readonly deferred = new Map<string, number>();
-  private readonly clock: { offsetMs: number | undefined } = { offsetMs: undefined };
   readonly leaseMs: number;
-  private readonly retention: ResolvedRetention;
-  private readonly choreEntries: readonly ResolvedEntry[];
-  private readonly entriesWithChores: readonly ResolvedEntry[];
-  private choresActive: boolean;
+  readonly scheduler: Scheduler;
+  readonly queue: JobQueue;
+  /** Entries that recent ticks quarantined or repaired: the status lists them as broken. */
+  readonly entryProblems = new EntryProblemTracker();
+  private readonly options: ResolvedCronledgerOptions;
+  private readonly ownsDatabase: boolean;
   private supervisor: Supervisor | undefined;
   private readonly workers = new Set<Worker>();
-  private readonly ownsDatabase: boolean;
 
   constructor(options: CronledgerOptions = {}) {
-    this.namespace = options.namespace ?? "default";
-    if (!/^[A-Za-z0-9_.:-]{1,64}$/.test(this.namespace)) {
-      throw new ConfigError(`Invalid namespace ${JSON.stringify(this.namespace)}: use 1-64 letters, digits and . _ : -.`);
-    }
-    this.logger = options.logger ?? consoleLogger;
-    const jobs = options.jobs ?? [];
-    const registry = new Map<string, JobDefinition>();
-    for (const job of jobs) {
-      if (registry.has(job.name) && registry.get(job.name) !== job) {
-        throw new ConfigError(`Two different jobs are named "${job.name}": job names are identities and must be unique.`);
-      }
-      registry.set(job.name, job);
-    }
-    const chores = choreSchedule(this, options.chores);
-    for (const job of chores.jobs) {
-      if (registry.has(job.name)) throw new ConfigError(`The job name "${job.name}" is reserved for cronledger's chores; rename your job.`);
-      registry.set(job.name, job);
-    }
-    this.jobs = registry;
-    this.leaseMs = parseDuration(options.lease ?? DEFAULT_LEASE_MS, "lease");
-    this.retention = resolveRetention(typeof options.chores === "object" ? options.chores.retention : undefined);
-    this.choresActive = options.chores !== undefined && options.chores !== false;
-    // Throws one ScheduleValidationError listing every problem: a worker refuses to boot on a broken schedule.
-    const loaded = loadSchedule(options.schedule ?? [], jobs, { namespace: this.namespace });
-    this.entries = loaded.entries;
-    this.warnings = loaded.warnings;
-    this.choreEntries = loadSchedule(chores.schedule, chores.jobs, { namespace: this.namespace }).entries;
-    this.entriesWithChores = [...this.entries, ...this.choreEntries];
-    for (const warning of loaded.warnings) this.logger.warn(warning.message, { code: warning.code });
-    const userHooks = options.hooks === undefined ? [] : Array.isArray(options.hooks) ? options.hooks : [options.hooks as CronledgerHooks];
-    this.metrics = options.metrics === false ? null : createMetrics({ jobNames: registry.keys(), ...(options.metrics?.registry ? { registry: options.metrics.registry } : {}) });
-    const hooks = [...userHooks, this.entryProblems.hooks, ...(this.metrics ? [this.metrics.hooks] : [])];
+    this.options = resolveCronledgerOptions(options);
+    const { namespace, chores } = this.options;
+    this.namespace = namespace;
+    this.leaseMs = this.options.leaseMs;
+    this.logger = this.options.logger ?? consoleLogger;
+    const choreParts = choreSchedule(this, chores);
+    this.jobs = jobRegistry(this.options.jobs, choreParts.jobs);
+    // Validated before the database is opened: a broken schedule creates no pool and no embedded directory.
+    const schedule = loadEntries(this.options.schedule, choreParts.schedule, [...this.jobs.values()], namespace);
+    this.entries = schedule.entries;
+    this.warnings = schedule.warnings;
+    const metricsOption = this.options.metrics;
+    this.metrics = metricsOption === false ? null : createMetrics({ jobNames: this.jobs.keys(), ...(metricsOption.registry ? { registry: metricsOption.registry } : {}) });
+    const hooks = [...this.options.hooks, this.entryProblems.hooks, ...(this.metrics ? [this.metrics.hooks] : [])];
     this.events = combineHooks(hooks, (error) => this.logger.error("a cronledger hook threw", { error: String(error) }));
-    const setting = options.database;
+    const setting = this.options.database;
     this.ownsDatabase = !isDatabase(setting);
     this.database = isDatabase(setting) ? setting : openDatabase(setting);
     this.logger.info(`using ${this.database.label}`);
+    const parts = { database: this.database, logger: this.logger, events: this.events };
+    this.scheduler = new Scheduler({ ...parts, namespace, schedule });
+    this.queue = new JobQueue({ ...parts, jobs: this.jobs, leaseMs: this.leaseMs, retention: chores.retention });
   }
 
   /** Applies cronledger's migrations under an advisory lock; safe to call from every replica at boot. */
@@ -148,88 +94,38 @@ export class Cronledger {
 
   async enqueue<S extends z.ZodType>(job: JobReference<S>, payload?: z.input<S>, options?: EnqueueOptions): Promise<EnqueuedJob> {
     const request: EnqueueRequest = { job: job as JobReference, payload, ...(options === undefined ? {} : { options }) };
-    const [result] = await enqueueJobs(this.database, this.jobs, [request]);
+    const [result] = await this.queue.enqueue([request]);
     return result as EnqueuedJob;
   }
 
   /** Validates every payload first, then inserts all jobs in one statement. */
   async enqueueMany(requests: readonly EnqueueRequest[]): Promise<EnqueuedJob[]> {
-    return enqueueJobs(this.database, this.jobs, requests);
+    return this.queue.enqueue(requests);
   }
 
-  /** One scheduler pass at `now` (default: the database clock). */
+  /** One scheduler pass at `now` (default: the database clock); the chores are part of it with `chores: true` or options. */
   async tick(options: TickOptions = {}): Promise<TickReport> {
-    const started = performance.now();
-    const report = await runTick(
-      { database: this.database, entries: this.choresActive ? this.entriesWithChores : this.entries, namespace: this.namespace, logger: this.logger, memo: this.memo, deferred: this.deferred, clock: this.clock },
-      options,
-    );
-    this.events.tickCompleted(report, (performance.now() - started) / 1000);
-    return report;
+    return this.scheduler.tick(options, this.options.chores.when === "always");
   }
 
   /** Deletes ledger rows of this namespace that no current entry owns. */
   async pruneLedger(): Promise<number> {
-    const rows = await pruneLedger(
-      this.database,
-      this.namespace,
-      this.entriesWithChores.map((entry) => entry.ledgerKey),
-    );
-    this.events.pruned({ table: "schedule_state", rows });
-    return rows;
+    return this.scheduler.pruneLedger();
   }
 
+  /** The status model: every entry with its last slot, next run and problems, and job counts (see src/status/model.ts). */
   async status(): Promise<SchedulerStatus> {
-    const [clock] = await query<{ now_ms: number }>(this.database.db, sql`select (extract(epoch from now()) * 1000)::float8 as now_ms`);
-    const databaseNow = new Date(clock?.now_ms ?? Date.now());
-    const ledger = await query<{ key: string; slot_ms: number }>(
-      this.database.db,
-      sql`select key, (extract(epoch from last_enqueued_slot) * 1000)::float8 as slot_ms
-          from cronledger.schedule_state where namespace = ${this.namespace}`,
-    );
-    const slots = new Map(ledger.map((row) => [row.key, new Date(row.slot_ms)]));
-    const counts = await query<{ queue: string; status: string; n: number }>(
-      this.database.db,
-      sql`select queue, status, count(*)::int as n from cronledger.jobs group by queue, status`,
-    );
-    const queues: Record<string, Record<string, number>> = {};
-    for (const row of counts) (queues[row.queue] ??= {})[row.status] = row.n;
-    const view = (entry: ResolvedEntry, chore: boolean): EntryStatus => {
-      const last = slots.get(entry.ledgerKey) ?? null;
-      const next = entry.calendar.nextMs(Math.max(last?.getTime() ?? 0, databaseNow.getTime()));
-      return {
-        identity: entry.identity,
-        key: entry.ledgerKey,
-        jobName: entry.jobName,
-        cron: entry.cron.source,
-        timezone: entry.timezone,
-        lastEnqueuedSlot: last,
-        nextRunAt: next === null ? null : new Date(next),
-        chore,
-      };
-    };
-    return {
-      databaseNow,
-      namespace: this.namespace,
-      warnings: this.warnings,
-      queues,
-      // The chores are listed unless `chores: false`, also in a process that never calls start():
-      // like the app's entries, they are slots of the shared ledger that whichever replica runs
-      // start() fires, and the process serving the admin page or `cronledger status` is often not
-      // one of them. Hiding them there would hide whether the reaper fires at all; shown, a reap
-      // entry whose last slot lags tells the operator that no replica runs the chores.
-      entries: [...this.entries.map((entry) => view(entry, false)), ...this.choreEntries.map((entry) => view(entry, true))],
-    };
+    return buildStatus({ scheduler: this.scheduler, queue: this.queue, problems: this.entryProblems, chores: this.options.chores.when !== "never" });
   }
 
   /** Terminal failures (the failure tickets), newest first, without payloads and with errors redacted. */
   async failures(filter: FailureFilter = {}): Promise<FailurePage> {
-    return listFailures(this.database, filter);
+    return this.queue.failures(filter);
   }
 
   /** Re-enqueues failed job `id` as a new queued job; retrying the same failure twice returns the first retry. */
   async retryJob(id: number): Promise<RetriedJob> {
-    return retryFailedJob(this.database, this.jobs, id);
+    return this.queue.retryFailed(id);
   }
 
   /**
@@ -237,7 +133,7 @@ export class Cronledger {
    * with a summary; otherwise runs until `stop()` and resolves then.
    */
   async work(options: WorkOptions = {}): Promise<WorkSummary> {
-    const worker = this.createWorker(options);
+    const worker = this.createWorker(resolveWorkOptions(options), this.options.chores.when === "always");
     this.workers.add(worker);
     try {
       return await worker.run();
@@ -252,11 +148,16 @@ export class Cronledger {
    * SIGTERM / SIGINT stop it gracefully (see `stop()`).
    */
   async start(options: StartOptions = {}): Promise<void> {
-    if (this.supervisor) throw new ConfigError("start() was already called on this Cronledger; call stop() first.");
-    if (this.choreEntries.length > 0) this.choresActive = true;
+    if (this.supervisor) throw new InvalidArgumentError("start() was already called on this Cronledger; call stop() first.");
+    const chores = this.scheduler.choreEntries.length > 0;
     this.supervisor = new Supervisor(
-      { logger: this.logger, tick: () => this.tick(), createWorker: (workOptions) => this.createWorker(workOptions), close: () => this.close() },
-      options,
+      {
+        logger: this.logger,
+        tick: () => this.scheduler.tick({}, chores),
+        createWorker: (settings) => this.createWorker({ ...settings, once: false }, chores),
+        close: () => this.close(),
+      },
+      resolveStartOptions(options),
     );
     this.supervisor.start();
   }
@@ -275,25 +176,27 @@ export class Cronledger {
 
   /** Returns running jobs whose heartbeat is older than the lease to the queue, or fails them when out of attempts. */
   async reap(options: { now?: Date } = {}): Promise<ReapReport> {
-    const report = await reapStaleJobs(this.database, { leaseMs: this.leaseMs, ...options });
-    if (report.requeued + report.failed > 0) this.logger.warn("reaped jobs whose worker stopped heartbeating", { ...report, leaseMs: this.leaseMs });
-    return report;
+    return this.queue.reap(options.now);
   }
 
   /** The prune chore: stale ledger rows, then finished jobs older than their retention (in bounded batches). */
   async prune(options: { now?: Date } = {}): Promise<{ ledgerRows: number; jobRows: number }> {
-    const ledgerRows = await this.pruneLedger();
-    const jobRows = await pruneFinishedJobs(this.database, this.retention, options.now);
-    this.events.pruned({ table: "jobs", rows: jobRows });
+    const ledgerRows = await this.scheduler.pruneLedger();
+    const jobRows = await this.queue.pruneFinished(options.now);
     return { ledgerRows, jobRows };
   }
 
-  private createWorker(options: WorkOptions): Worker {
-    const queues = new Set(["default", ...[...this.jobs.values()].map((job) => job.queue), ...this.entries.map((entry) => entry.queue)]);
-    // A process that ticks the chores also runs them, whatever queues it was given: otherwise
-    // `start({ queues: ["default"] })` would enqueue reap jobs nobody runs, and crashed jobs would stay running.
-    const explicit = options.queues !== undefined && this.choresActive ? { queues: [...new Set([...options.queues, CHORE_QUEUE])] } : {};
-    return new Worker(this, { ...options, ...explicit, defaultQueues: [...queues], defaultLeaseMs: this.leaseMs });
+  /**
+   * A worker serving `options.queues`, else every queue of the registered
+   * jobs and schedule entries plus "default". One that serves the chores
+   * serves their queue whatever queues it was given: otherwise
+   * `start({ queues: ["default"] })` would enqueue reap jobs nobody runs, and
+   * crashed jobs would stay running.
+   */
+  private createWorker(options: ResolvedWorkOptions, servesChores: boolean): Worker {
+    const known = ["default", ...[...this.jobs.values()].map((job) => job.queue), ...this.entries.map((entry) => entry.queue)];
+    const queues = options.queues === undefined ? known : servesChores ? [...options.queues, CHORE_QUEUE] : options.queues;
+    return new Worker(this.queue, { ...options, queues: [...new Set(queues)], leaseMs: options.leaseMs ?? this.leaseMs });
   }
 
   async close(): Promise<void> {

@@ -1,16 +1,109 @@
 /**
- * Every error cronledger throws is a CronledgerError with a stable `code`
- * that callers can switch on; the message says what to do about it.
+ * Every error cronledger throws or stores, in one place. Each is a
+ * CronledgerError with a stable `code` from ErrorCode that callers can switch
+ * on, and a message that says what to do about it. This file is longer than
+ * most because it is the whole catalogue: one class per thing that can go
+ * wrong, and the table that maps codes to HTTP statuses.
  */
-export class CronledgerError extends Error {
-  readonly code: string;
 
-  constructor(code: string, message: string, options?: { cause?: unknown }) {
+/** The stable codes of every CronledgerError; part of the public API. */
+export type ErrorCode =
+  // Configuration and API use
+  | "invalid_config"
+  | "invalid_argument"
+  | "usage_error"
+  | "invalid_duration"
+  // Schedules
+  | "invalid_cron"
+  | "invalid_timezone"
+  | "schedule_invalid"
+  | "tick_failed"
+  // Jobs and payloads
+  | "job_not_registered"
+  | "invalid_payload"
+  | "invalid_stored_input"
+  | "non_retryable"
+  | "job_timeout"
+  | "worker_shutdown"
+  | "lease_lost"
+  | "lease_expired"
+  // Operators' views and actions
+  | "invalid_filter"
+  | "job_not_found"
+  | "job_not_failed"
+  // The database
+  | "migration_failed";
+
+export class CronledgerError extends Error {
+  readonly code: ErrorCode;
+
+  constructor(code: ErrorCode, message: string, options?: { cause?: unknown }) {
     super(message, options);
     this.name = new.target.name;
     this.code = code;
   }
 }
+
+/**
+ * What the admin API answers for each code, when an error reaches it: the
+ * caller's mistakes are 4xx, everything the server could not do is 5xx.
+ */
+export const ERROR_HTTP_STATUS: Readonly<Record<ErrorCode, number>> = {
+  invalid_config: 500,
+  invalid_argument: 400,
+  usage_error: 400,
+  invalid_duration: 400,
+  invalid_cron: 400,
+  invalid_timezone: 400,
+  schedule_invalid: 500,
+  tick_failed: 503,
+  job_not_registered: 400,
+  invalid_payload: 400,
+  invalid_stored_input: 500,
+  non_retryable: 500,
+  job_timeout: 500,
+  worker_shutdown: 503,
+  lease_lost: 500,
+  lease_expired: 500,
+  invalid_filter: 400,
+  job_not_found: 404,
+  job_not_failed: 409,
+  migration_failed: 503,
+};
+
+// ---------------------------------------------------------------- configuration and API use
+
+/** Configuration passed to createCronledger, a config file or the CLI that cannot work. */
+export class ConfigError extends CronledgerError {
+  constructor(message: string) {
+    super("invalid_config", message);
+  }
+}
+
+/** A call that cannot be made this way (both `runAt` and `delay`, `start()` twice, a worker run twice). */
+export class InvalidArgumentError extends CronledgerError {
+  constructor(message: string) {
+    super("invalid_argument", message);
+  }
+}
+
+/** The command line cannot be understood; the message says what was expected. The CLI exits with status 2. */
+export class UsageError extends CronledgerError {
+  constructor(message: string) {
+    super("usage_error", message);
+  }
+}
+
+export class InvalidDurationError extends CronledgerError {
+  constructor(value: unknown, what: string) {
+    super(
+      "invalid_duration",
+      `Invalid ${what} ${JSON.stringify(value)}: use a non-negative number of milliseconds or a string such as "500ms", "30s", "2m", "1h" or "1d".`,
+    );
+  }
+}
+
+// ---------------------------------------------------------------- schedules
 
 /** A cron expression that cannot be used; `reason` says which part is wrong. */
 export class InvalidCronError extends CronledgerError {
@@ -31,63 +124,6 @@ export class InvalidTimezoneError extends CronledgerError {
       `Unknown timezone ${JSON.stringify(timezone)}: use an IANA name such as "UTC", "Europe/Berlin" or "America/New_York".`,
     );
     this.timezone = timezone;
-  }
-}
-
-export class InvalidDurationError extends CronledgerError {
-  constructor(value: unknown, what: string) {
-    super(
-      "invalid_duration",
-      `Invalid ${what} ${JSON.stringify(value)}: use a non-negative number of milliseconds or a string such as "500ms", "30s", "2m", "1h" or "1d".`,
-    );
-  }
-}
-
-/** A job name that this process has no definition for. */
-export class JobNotRegisteredError extends CronledgerError {
-  readonly jobName: string;
-
-  constructor(jobName: string) {
-    super(
-      "job_not_registered",
-      `JobNotRegisteredError: job "${jobName}" is not registered in this worker; pass its defineJob() result in createCronledger({ jobs }) or deploy a worker that has it.`,
-    );
-    this.jobName = jobName;
-  }
-}
-
-/** A payload that fails its job's zod schema; nothing was written. */
-export class PayloadValidationError extends CronledgerError {
-  readonly jobName: string;
-  readonly issues: readonly string[];
-
-  constructor(jobName: string, issues: readonly string[], context?: string) {
-    super(
-      "invalid_payload",
-      `Payload for job "${jobName}"${context ? ` (${context})` : ""} does not match its schema: ${issues.join("; ")}. Fix the payload or the job's zod schema; nothing was written.`,
-    );
-    this.jobName = jobName;
-    this.issues = issues;
-  }
-}
-
-/** Configuration passed to createCronledger or the CLI that cannot work. */
-export class ConfigError extends CronledgerError {
-  constructor(message: string) {
-    super("invalid_config", message);
-  }
-}
-
-/** Thrown by a handler to fail the job terminally, without retries. */
-export class NonRetryableError extends CronledgerError {
-  constructor(message: string, options?: { cause?: unknown }) {
-    super("non_retryable", message, options);
-  }
-}
-
-export class MigrationError extends CronledgerError {
-  constructor(message: string, options?: { cause?: unknown }) {
-    super("migration_failed", message, options);
   }
 }
 
@@ -122,5 +158,182 @@ export class ScheduleValidationError extends CronledgerError {
         errors.map((problem) => `  - [${problem.code}] ${problem.message}`).join("\n"),
     );
     this.problems = problems;
+  }
+}
+
+/**
+ * `pass`: the one statement that reads, creates, repairs and claims the
+ * ledger rows of every candidate entry and inserts the jobs of the slots it
+ * claimed. `enqueue`: one entry's share of it, retried alone after the whole
+ * statement failed.
+ */
+export type TickPhase = "pass" | "enqueue";
+
+/** A tick pass that failed after its retries; names the phase and, where one is involved, the entry. */
+export class TickError extends CronledgerError {
+  readonly phase: TickPhase;
+  readonly entry: string | undefined;
+
+  /** `reason`: the database's own account of the failure, in one line. */
+  constructor(phase: TickPhase, entry: string | undefined, reason: string, attempts: number, cause: unknown) {
+    super(
+      "tick_failed",
+      `Scheduler tick failed in phase "${phase}"${entry ? ` for entry ${entry}` : ""} after ${attempts} attempt${attempts === 1 ? "" : "s"}: ${reason}. ` +
+        "Check database connectivity; the next pass retries and no slot is lost (see docs/operations.md, \"Scheduler stuck\").",
+      { cause },
+    );
+    this.phase = phase;
+    this.entry = entry;
+  }
+}
+
+// ---------------------------------------------------------------- jobs and payloads
+
+/** A job name that this process has no definition for. */
+export class JobNotRegisteredError extends CronledgerError {
+  readonly jobName: string;
+
+  constructor(jobName: string) {
+    super(
+      "job_not_registered",
+      `JobNotRegisteredError: job "${jobName}" is not registered in this worker; pass its defineJob() result in createCronledger({ jobs }) or deploy a worker that has it.`,
+    );
+    this.jobName = jobName;
+  }
+}
+
+/** A payload that fails its job's zod schema; nothing was written. */
+export class PayloadValidationError extends CronledgerError {
+  readonly jobName: string;
+  readonly issues: readonly string[];
+
+  constructor(jobName: string, issues: readonly string[], context?: string) {
+    super(
+      "invalid_payload",
+      `Payload for job "${jobName}"${context ? ` (${context})` : ""} does not match its schema: ${issues.join("; ")}. Fix the payload or the job's zod schema; nothing was written.`,
+    );
+    this.jobName = jobName;
+    this.issues = issues;
+  }
+}
+
+/** A stored payload that no longer matches the job's schema: terminal, because no retry can fix it. */
+export class InvalidStoredJobError extends CronledgerError {
+  readonly jobName: string;
+  readonly issues: readonly string[];
+
+  constructor(jobName: string, jobId: number, issues: readonly string[]) {
+    super(
+      "invalid_stored_input",
+      `Payload of job "${jobName}" (id ${jobId}) does not match its schema: ${issues.join("; ")}. ` +
+        "The job failed without retrying; fix the schema or re-enqueue it with a valid payload.",
+    );
+    this.jobName = jobName;
+    this.issues = issues;
+  }
+}
+
+/** Thrown by a handler to fail the job terminally, without retries. */
+export class NonRetryableError extends CronledgerError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super("non_retryable", message, options);
+  }
+}
+
+/** The handler ran past its job's timeout; its signal was aborted and the attempt counts as failed. */
+export class JobTimeoutError extends CronledgerError {
+  readonly jobName: string;
+  readonly timeoutMs: number;
+
+  constructor(jobName: string, timeoutMs: number) {
+    super(
+      "job_timeout",
+      `Job "${jobName}" ran longer than its timeout of ${timeoutMs} ms; its ctx.signal was aborted. Raise \`timeout\` in defineJob or make the handler faster.`,
+    );
+    this.jobName = jobName;
+    this.timeoutMs = timeoutMs;
+  }
+}
+
+/** Aborts a handler when its worker shuts down past the grace period; the job goes back to the queue. */
+export class WorkerShutdownError extends CronledgerError {
+  constructor(workerId: string) {
+    super("worker_shutdown", `Worker ${workerId} is shutting down: the job was interrupted and returned to the queue.`);
+  }
+}
+
+/** Aborts a handler whose job the reaper took back (its heartbeat went stale); another worker may run it. */
+export class LeaseLostError extends CronledgerError {
+  constructor(jobId: number) {
+    super("lease_lost", `Job ${jobId} was reaped while this worker ran it (stale heartbeat); it will run again elsewhere.`);
+  }
+}
+
+export interface LeaseExpiry {
+  readonly workerId: string;
+  readonly attempt: number;
+  /** As the database prints it. */
+  readonly lastHeartbeat: string;
+  readonly leaseMs: number;
+  /** True when the job went back to the queue, false when that attempt was its last. */
+  readonly requeued: boolean;
+}
+
+/**
+ * What the reaper stores as `last_error` of a job whose worker stopped
+ * heartbeating. The reaper writes it inside its one statement, from
+ * `format(LeaseExpiredError.FORMAT, ...)`; the class is the one place the
+ * text is spelt, so a stored ticket reads like `String(new LeaseExpiredError(...))`.
+ */
+export class LeaseExpiredError extends CronledgerError {
+  /** PostgreSQL `format()` template: worker, attempt, last heartbeat, lease in ms, then what happened. */
+  static readonly FORMAT = "LeaseExpiredError [lease_expired]: worker %s stopped heartbeating during attempt %s (last heartbeat %s, lease %s ms); %s";
+  static readonly REQUEUED = "returned to the queue.";
+  static readonly FAILED = "no attempts left, failed.";
+
+  constructor(expiry: LeaseExpiry) {
+    super(
+      "lease_expired",
+      `worker ${expiry.workerId} stopped heartbeating during attempt ${expiry.attempt} (last heartbeat ${expiry.lastHeartbeat}, lease ${expiry.leaseMs} ms); ` +
+        (expiry.requeued ? LeaseExpiredError.REQUEUED : LeaseExpiredError.FAILED),
+    );
+  }
+}
+
+// ---------------------------------------------------------------- operators' views and actions
+
+/** A failures filter that cannot be used (limit out of range, malformed cursor). */
+export class InvalidFailureFilterError extends CronledgerError {
+  constructor(message: string) {
+    super("invalid_filter", message);
+  }
+}
+
+export class JobNotFoundError extends CronledgerError {
+  readonly jobId: number;
+
+  constructor(jobId: number) {
+    super("job_not_found", `Job ${jobId} does not exist (retention may have deleted it).`);
+    this.jobId = jobId;
+  }
+}
+
+/** Only terminal failures can be retried: anything else is still running, done, or cancelled on purpose. */
+export class JobNotFailedError extends CronledgerError {
+  readonly jobId: number;
+  readonly status: string;
+
+  constructor(jobId: number, status: string) {
+    super("job_not_failed", `Job ${jobId} is ${status}, not failed; only failed jobs can be retried.`);
+    this.jobId = jobId;
+    this.status = status;
+  }
+}
+
+// ---------------------------------------------------------------- the database
+
+export class MigrationError extends CronledgerError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super("migration_failed", message, options);
   }
 }

@@ -1,4 +1,4 @@
-import { redact, redactFields } from "./admin/redact.js";
+import { redact, redactFields } from "./redact.js";
 
 /** Structured logger; cronledger writes one line per event through it. */
 export interface Logger {
@@ -6,6 +6,22 @@ export interface Logger {
   info(message: string, fields?: Record<string, unknown>): void;
   warn(message: string, fields?: Record<string, unknown>): void;
   error(message: string, fields?: Record<string, unknown>): void;
+}
+
+/**
+ * A logger that adds `fields` to every line of `parent` (a worker's id, a
+ * job's id and attempt). With `redactLines`, messages and fields are redacted
+ * on the way through: handlers log through it (`ctx.log`), and a payload
+ * logged by hand must not reach the application's log sink with its secrets.
+ */
+export function childLogger(parent: Logger, fields: Record<string, unknown>, redactLines = false): Logger {
+  const line =
+    (level: keyof Logger) =>
+    (message: string, extra?: Record<string, unknown>): void => {
+      const own = extra === undefined ? undefined : redactLines ? redactFields(extra) : extra;
+      parent[level](redactLines ? redact(message) : message, own === undefined ? fields : { ...fields, ...own });
+    };
+  return { debug: line("debug"), info: line("info"), warn: line("warn"), error: line("error") };
 }
 
 // Handlers log through ctx.log into this sink too: it redacts, whoever wrote the line.

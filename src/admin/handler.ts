@@ -1,10 +1,9 @@
 import { createHash, timingSafeEqual } from "node:crypto";
-import { ConfigError } from "../errors.js";
-import type { FailureFilter, FailureTicket } from "./failures.js";
-import { InvalidFailureFilterError, summarizeIdempotencyKey } from "./failures.js";
+import { ConfigError, CronledgerError, ERROR_HTTP_STATUS, InvalidFailureFilterError } from "../errors.js";
+import type { FailureFilter, FailureTicket } from "../jobs/failures.js";
+import { summarizeIdempotencyKey } from "../jobs/failures.js";
 import { renderSchedulePage } from "./page.js";
-import { redactError } from "./redact.js";
-import { JobNotFailedError, JobNotFoundError } from "./retry-job.js";
+import { redactError } from "../redact.js";
 import { adminStatus, type AdminLedger } from "./status.js";
 
 export type AdminHandler = (request: Request) => Promise<Response>;
@@ -213,9 +212,9 @@ export function createAdminHandler(ledger: AdminLedger, options: AdminHandlerOpt
     try {
       return await route(request, path, url.searchParams);
     } catch (error) {
-      if (error instanceof InvalidFailureFilterError) return problem(400, error.code, error.message);
-      if (error instanceof JobNotFoundError) return problem(404, error.code, error.message);
-      if (error instanceof JobNotFailedError) return problem(409, error.code, error.message);
+      // The caller's mistakes are answered with their code and message (see ERROR_HTTP_STATUS); the server's are logged, not shown.
+      const status = error instanceof CronledgerError ? ERROR_HTTP_STATUS[error.code] : 500;
+      if (error instanceof CronledgerError && status < 500) return problem(status, error.code, error.message);
       ledger.logger.error("admin request failed", { method: request.method, path: url.pathname, error: redactError(error) });
       return problem(500, "internal_error", "The request failed; the server log has the details.");
     }

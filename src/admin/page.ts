@@ -1,5 +1,5 @@
-import type { FailureTicket } from "./failures.js";
-import { redact } from "./redact.js";
+import type { FailureTicket } from "../jobs/failures.js";
+import { redact } from "../redact.js";
 import type { AdminStatus, EntryProblemView } from "./status.js";
 
 const HTML_ESCAPES: Readonly<Record<string, string>> = { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" };

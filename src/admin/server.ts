@@ -2,7 +2,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from "node:ht
 import type { AddressInfo } from "node:net";
 import { ConfigError } from "../errors.js";
 import { createAdminHandler, normalizeBasePath, type AdminHandler, type AdminHandlerOptions } from "./handler.js";
-import { redactError } from "./redact.js";
+import { redactError } from "../redact.js";
 import type { AdminLedger } from "./status.js";
 
 export interface AdminServerOptions extends AdminHandlerOptions {

@@ -1,8 +1,20 @@
-import type { Cronledger } from "../cronledger.js";
-import { JOB_STATUSES, type JobStatus } from "../schema.js";
+import type { CronledgerMetrics } from "./metrics.js";
+import type { FailureFilter, FailurePage } from "../jobs/failures.js";
+import type { RetriedJob } from "../jobs/retry-failed.js";
+import type { Logger } from "../log.js";
+import type { JobStatus } from "../schema.js";
+import type { EntryProblem, SchedulerStatus } from "../status/model.js";
 
-/** The parts of a ledger the admin endpoints read; any object with them can be served. */
-export type AdminLedger = Pick<Cronledger, "status" | "failures" | "retryJob" | "metrics" | "entryProblems" | "namespace" | "logger">;
+/** What the admin endpoints need of a ledger; a Cronledger has all of it, and so may anything else that is to be served. */
+export interface AdminLedger {
+  readonly namespace: string;
+  readonly logger: Logger;
+  /** Null when created with `metrics: false`. */
+  readonly metrics: CronledgerMetrics | null;
+  status(): Promise<SchedulerStatus>;
+  failures(filter?: FailureFilter): Promise<FailurePage>;
+  retryJob(id: number): Promise<RetriedJob>;
+}
 
 export interface EntryProblemView {
   readonly code: string;
@@ -31,7 +43,7 @@ export interface BrokenEntryView {
   readonly problems: readonly EntryProblemView[];
 }
 
-/** GET /admin/scheduler/status: snake_case, ISO instants, like the table columns operators query. */
+/** GET /admin/scheduler/status: the status model in snake_case with ISO instants, like the table columns operators query. */
 export interface AdminStatus {
   readonly database_now: string;
   readonly namespace: string;
@@ -44,59 +56,33 @@ export interface AdminStatus {
   readonly totals: Readonly<Record<JobStatus, number>>;
 }
 
-const iso = (date: Date | null | undefined) => (date ? date.toISOString() : null);
+const iso = (date: Date | null) => (date === null ? null : date.toISOString());
 
-export async function adminStatus(ledger: AdminLedger): Promise<AdminStatus> {
-  const status = await ledger.status();
-  const problems = new Map<string, EntryProblemView[]>();
-  const unattached: BrokenEntryView[] = [];
-  const add = (identity: string, problem: EntryProblemView) => {
-    const list = problems.get(identity) ?? [];
-    list.push(problem);
-    problems.set(identity, list);
-  };
-  const known = new Set(status.entries.map((entry) => entry.identity));
-  for (const warning of status.warnings) {
-    const view = { code: warning.code, severity: warning.severity, message: warning.message, at: null };
-    if (warning.identity !== undefined && known.has(warning.identity)) add(warning.identity, view);
-    else unattached.push({ identity: warning.identity ?? null, job: warning.jobName ?? null, problems: [view] });
-  }
-  for (const entry of status.entries) {
-    if (entry.nextRunAt === null && !problems.get(entry.identity)?.some((problem) => problem.code === "never_matches")) {
-      add(entry.identity, { code: "no_next_run", severity: "warning", message: "this entry has no upcoming slot; it will not fire again", at: null });
-    }
-  }
-  for (const recent of ledger.entryProblems.recent()) {
-    if (!known.has(recent.identity)) continue;
-    add(recent.identity, { code: recent.code, severity: recent.severity, message: recent.message, at: recent.at.toISOString() });
-  }
+const problemView = (problem: EntryProblem): EntryProblemView => ({ code: problem.code, severity: problem.severity, message: problem.message, at: iso(problem.at) });
 
-  const entries: EntryView[] = status.entries.map((entry) => ({
-    identity: entry.identity,
-    key: entry.key,
-    job: entry.jobName,
-    cron: entry.cron,
-    timezone: entry.timezone,
-    last_enqueued_slot: iso(entry.lastEnqueuedSlot),
-    next_run_at: iso(entry.nextRunAt),
-    chore: entry.chore,
-    problems: problems.get(entry.identity) ?? [],
-  }));
-  const totals = Object.fromEntries(JOB_STATUSES.map((name) => [name, 0])) as Record<JobStatus, number>;
-  for (const counts of Object.values(status.queues)) {
-    for (const [name, count] of Object.entries(counts)) {
-      if (name in totals) totals[name as JobStatus] += count;
-    }
-  }
+/** The JSON view of a status model. */
+export function statusView(status: SchedulerStatus): AdminStatus {
   return {
     database_now: status.databaseNow.toISOString(),
     namespace: status.namespace,
-    entries,
-    broken: [
-      ...entries.filter((entry) => entry.problems.length > 0).map((entry) => ({ identity: entry.identity, job: entry.job, problems: entry.problems })),
-      ...unattached,
-    ],
+    entries: status.entries.map((entry) => ({
+      identity: entry.identity,
+      key: entry.key,
+      job: entry.jobName,
+      cron: entry.cron,
+      timezone: entry.timezone,
+      last_enqueued_slot: iso(entry.lastEnqueuedSlot),
+      next_run_at: iso(entry.nextRunAt),
+      chore: entry.chore,
+      problems: entry.problems.map(problemView),
+    })),
+    broken: status.broken.map((broken) => ({ identity: broken.identity, job: broken.jobName, problems: broken.problems.map(problemView) })),
     queues: status.queues,
-    totals,
+    totals: status.totals,
   };
+}
+
+/** GET /admin/scheduler/status for `ledger`. */
+export async function adminStatus(ledger: Pick<AdminLedger, "status">): Promise<AdminStatus> {
+  return statusView(await ledger.status());
 }

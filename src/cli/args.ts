@@ -1,4 +1,6 @@
-import { CronledgerError } from "../errors.js";
+import { UsageError } from "../errors.js";
+
+export { UsageError };
 import { closest } from "../suggest.js";
 
 export interface OptionSpec {
@@ -8,13 +10,6 @@ export interface OptionSpec {
   /** Placeholder shown in help for string options, e.g. "<file>". */
   readonly value?: string;
   readonly description: string;
-}
-
-/** The command line cannot be understood; the message says what was expected. Exit status 2. */
-export class UsageError extends CronledgerError {
-  constructor(message: string) {
-    super("usage_error", message);
-  }
 }
 
 export interface ParsedArgs {

@@ -4,7 +4,8 @@ import { pathToFileURL } from "node:url";
 import { createJiti } from "jiti";
 import type { CronledgerConfig } from "../config.js";
 import { ConfigError } from "../errors.js";
-import { isJobDefinition } from "../jobs/define-job.js";
+import { jobRegistry } from "../jobs/registry.js";
+import { parseConfig } from "../options.js";
 import type { ParsedArgs } from "./args.js";
 import type { CliIO } from "./command.js";
 
@@ -68,23 +69,13 @@ export async function loadConfig(file: string): Promise<CronledgerConfig> {
   return checkConfig(loaded, file);
 }
 
+/** The config's shape, checked whole by the config file's schema (src/options.ts); the jobs' registry rules by jobRegistry. */
 function checkConfig(value: unknown, file: string): CronledgerConfig {
-  const fail = (problem: string) =>
-    new ConfigError(`Config file ${file} ${problem}; it must \`export default defineConfig({ jobs: [...], schedule: [...] })\`.`);
-  if (typeof value !== "object" || value === null) throw fail("has no default export object");
-  const config = value as Partial<Record<keyof CronledgerConfig, unknown>>;
-  if (!Array.isArray(config.jobs)) throw fail("has no `jobs` array");
-  const names = new Map<string, unknown>();
-  config.jobs.forEach((job: unknown, index) => {
-    if (!isJobDefinition(job)) throw fail(`has jobs[${index}] that is not a defineJob() result`);
-    const other = names.get(job.name);
-    if (other !== undefined && other !== job) throw fail(`defines two different jobs named "${job.name}" (job names are identities)`);
-    names.set(job.name, job);
-  });
-  if (config.schedule !== undefined && !Array.isArray(config.schedule)) throw fail("has a `schedule` that is not an array");
-  if (config.database !== undefined && typeof config.database !== "string" && typeof config.database !== "object") {
-    throw fail("has a `database` that is neither a URL string nor { url, poolSize?, clientConnectionCheck? }");
+  const config = parseConfig(value, file);
+  try {
+    jobRegistry(config.jobs, []);
+  } catch (error) {
+    throw new ConfigError(`Config file ${file}: ${error instanceof Error ? error.message : String(error)}`);
   }
-  if (config.namespace !== undefined && typeof config.namespace !== "string") throw fail("has a `namespace` that is not a string");
   return value as CronledgerConfig;
 }

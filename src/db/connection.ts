@@ -1,7 +1,5 @@
 import { PGlite } from "@electric-sql/pglite";
-import type { SQL } from "drizzle-orm";
 import type { Logger as DrizzleLogger } from "drizzle-orm/logger";
-import type { PgDatabase, PgQueryResultHKT } from "drizzle-orm/pg-core";
 import { drizzle as drizzlePglite } from "drizzle-orm/pglite";
 import { drizzle as drizzlePostgres } from "drizzle-orm/postgres-js";
 import { mkdirSync } from "node:fs";
@@ -9,9 +7,10 @@ import { resolve } from "node:path";
 import postgres from "postgres";
 import { parseDuration, type Duration } from "../duration.js";
 import { ConfigError } from "../errors.js";
+import type { Executor } from "./executor.js";
 import { templateFor } from "./pglite-template.js";
 
-export type Db = PgDatabase<PgQueryResultHKT>;
+export { query } from "./executor.js";
 
 /** Where the data lives: a PostgreSQL URL, `memory://` for in-memory PGlite, or `pglite:<dir>` for PGlite on disk. */
 export type DatabaseSetting =
@@ -37,20 +36,13 @@ export interface Database {
   readonly kind: "postgres" | "pglite";
   /** Human-readable description without credentials, for the startup log line. */
   readonly label: string;
-  readonly db: Db;
+  readonly db: Executor;
   /** Statements sent through drizzle since open; lets tests and benches count round trips. */
   readonly statements: { count: number };
   listen(channel: string, onMessage: (payload: string) => void): Promise<() => Promise<void>>;
   /** Runs `fn` while holding a session-level advisory lock on a connection of its own. */
   withAdvisoryLock<T>(key: readonly [number, number], fn: () => Promise<T>): Promise<T>;
   close(): Promise<void>;
-}
-
-/** Runs a raw statement and returns its rows, whichever driver is underneath. */
-export async function query<T>(db: Db, statement: SQL): Promise<T[]> {
-  const result: unknown = await db.execute(statement);
-  if (Array.isArray(result)) return result as T[];
-  return (result as { rows: T[] }).rows;
 }
 
 function countingLogger(statements: { count: number }): DrizzleLogger {
@@ -88,7 +80,7 @@ function openPostgres(url: string, poolSize: number, clientConnectionCheck: Dura
         : { client_connection_check_interval: String(parseDuration(clientConnectionCheck, "clientConnectionCheck")) }),
     },
   });
-  const db = drizzlePostgres(client, { logger: countingLogger(statements) }) as unknown as Db;
+  const db = drizzlePostgres(client, { logger: countingLogger(statements) }) as unknown as Executor;
   return {
     kind: "postgres",
     label: redactUrl(url),
@@ -123,7 +115,7 @@ function openPglite(dataDir: string | undefined): Database {
   const options = loadDataDir === undefined ? {} : { loadDataDir };
   if (dataDir !== undefined) mkdirSync(dataDir, { recursive: true });
   const client = dataDir === undefined ? new PGlite(options) : new PGlite(dataDir, options);
-  const db = drizzlePglite(client, { logger: countingLogger(statements) }) as unknown as Db;
+  const db = drizzlePglite(client, { logger: countingLogger(statements) }) as unknown as Executor;
   return {
     kind: "pglite",
     label: dataDir === undefined ? "embedded PGlite (in memory)" : `embedded PGlite at ${dataDir}`,

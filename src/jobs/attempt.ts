@@ -1,33 +1,5 @@
-import { redact, redactFields } from "../admin/redact.js";
-import type { Logger } from "../log.js";
+import { childLogger, type Logger } from "../log.js";
 import type { JobContext, JobDefinition, JobResult } from "./define-job.js";
-
-/**
- * Prefixes every line a handler logs with its job, so interleaved jobs stay
- * readable, and redacts what the handler passes: a payload logged by hand
- * must not reach the application's log sink with its secrets.
- */
-class JobLogger implements Logger {
-  constructor(
-    private readonly logger: Logger,
-    private readonly fields: Record<string, unknown>,
-  ) {}
-  private line(message: string, fields: Record<string, unknown> | undefined): [string, Record<string, unknown>] {
-    return [redact(message), { ...this.fields, ...(fields === undefined ? {} : redactFields(fields)) }];
-  }
-  debug(message: string, fields?: Record<string, unknown>) {
-    this.logger.debug(...this.line(message, fields));
-  }
-  info(message: string, fields?: Record<string, unknown>) {
-    this.logger.info(...this.line(message, fields));
-  }
-  warn(message: string, fields?: Record<string, unknown>) {
-    this.logger.warn(...this.line(message, fields));
-  }
-  error(message: string, fields?: Record<string, unknown>) {
-    this.logger.error(...this.line(message, fields));
-  }
-}
 
 export interface AttemptInput {
   readonly jobId: number;
@@ -76,7 +48,8 @@ export class Attempt implements JobContext {
   }
 
   get log(): Logger {
-    this.logger ??= new JobLogger(this.baseLogger, { job: this.jobName, jobId: this.jobId, attempt: this.attempt });
+    // Prefixed with the job so interleaved jobs stay readable; redacted, since handlers log what they hold.
+    this.logger ??= childLogger(this.baseLogger, { job: this.jobName, jobId: this.jobId, attempt: this.attempt }, true);
     return this.logger;
   }
 

@@ -1,12 +1,10 @@
-import { and, inArray } from "drizzle-orm";
 import type { z } from "zod";
-import { query, type Database } from "../db/connection.js";
+import type { Executor } from "../db/executor.js";
+import { insertJobs, jobsByIdempotencyKey, type NewJobRow } from "../db/sql/jobs.js";
 import { parseDuration, type Duration } from "../duration.js";
-import { ConfigError, JobNotRegisteredError, PayloadValidationError } from "../errors.js";
-import { jobs as jobsTable } from "../schema.js";
-import { boundKey } from "../schedule/identity.js";
+import { InvalidArgumentError, JobNotRegisteredError, PayloadValidationError } from "../errors.js";
+import { boundKey } from "../keys.js";
 import { storablePayload, type JobDefinition } from "./define-job.js";
-import { insertJobsStatement, type NewJobRow } from "./insert-jobs.js";
 
 export interface EnqueueOptions {
   /** Unique per job name: enqueueing an existing key returns the existing job instead of adding one. */
@@ -50,7 +48,7 @@ function toRow(request: EnqueueRequest, registry: ReadonlyMap<string, JobDefinit
   }
   const options = request.options ?? {};
   if (options.runAt !== undefined && options.delay !== undefined) {
-    throw new ConfigError(`enqueue(${job.name}): pass either runAt or delay, not both.`);
+    throw new InvalidArgumentError(`enqueue(${job.name}): pass either runAt or delay, not both.`);
   }
   // A delay counts from the database clock, like every other instant, not from this host's.
   const delayMs = options.delay === undefined ? 0 : parseDuration(options.delay, "delay");
@@ -75,13 +73,13 @@ function toRow(request: EnqueueRequest, registry: ReadonlyMap<string, JobDefinit
  * job that holds the key.
  */
 export async function enqueueJobs(
-  database: Database,
+  executor: Executor,
   registry: ReadonlyMap<string, JobDefinition>,
   requests: readonly EnqueueRequest[],
 ): Promise<EnqueuedJob[]> {
   const rows = requests.map((request, index) => toRow(request, registry, requests.length > 1 ? index : undefined));
   if (rows.length === 0) return [];
-  const inserted = await query<{ id: number; job_name: string; idempotency_key: string | null }>(database.db, insertJobsStatement(rows));
+  const inserted = await insertJobs(executor, rows);
 
   const results: (EnqueuedJob | undefined)[] = new Array(rows.length);
   const keyOf = (jobName: string, idempotencyKey: string) => `${jobName}\n${idempotencyKey}`;
@@ -106,16 +104,12 @@ export async function enqueueJobs(
 
   const unresolved = rows.flatMap((row, index) => (results[index] === undefined ? [{ row, index }] : []));
   if (unresolved.length > 0) {
-    const existing = await database.db
-      .select({ id: jobsTable.id, jobName: jobsTable.jobName, idempotencyKey: jobsTable.idempotencyKey })
-      .from(jobsTable)
-      .where(
-        and(
-          inArray(jobsTable.jobName, [...new Set(unresolved.map(({ row }) => row.jobName))]),
-          inArray(jobsTable.idempotencyKey, [...new Set(unresolved.map(({ row }) => row.idempotencyKey ?? ""))]),
-        ),
-      );
-    for (const found of existing) byKey.set(keyOf(found.jobName, found.idempotencyKey ?? ""), found.id);
+    const existing = await jobsByIdempotencyKey(
+      executor,
+      [...new Set(unresolved.map(({ row }) => row.jobName))],
+      [...new Set(unresolved.map(({ row }) => row.idempotencyKey ?? ""))],
+    );
+    for (const found of existing) byKey.set(keyOf(found.job_name, found.idempotency_key), found.id);
     for (const { row, index } of unresolved) {
       const id = byKey.get(keyOf(row.jobName, row.idempotencyKey ?? ""));
       if (id === undefined) throw new Error(`cronledger: job ${row.jobName} with idempotency key ${row.idempotencyKey} vanished while enqueueing`);

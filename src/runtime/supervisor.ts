@@ -1,38 +1,27 @@
-import { parseDuration, type Duration } from "../duration.js";
-import { redactError } from "../admin/redact.js";
+import { Backoff } from "../backoff.js";
+import { emptySummary } from "../jobs/completion.js";
+import type { Worker, WorkSummary } from "../jobs/worker.js";
 import type { Logger } from "../log.js";
-import type { WorkOptions, Worker, WorkSummary } from "../jobs/worker.js";
+import type { ResolvedStartOptions } from "../options.js";
+import { redactError } from "../redact.js";
 import type { TickReport } from "../schedule/tick.js";
 
-export interface StartOptions extends Omit<WorkOptions, "once"> {
-  /** Run the scheduler ticker in this process; default true (every replica may tick: the ledger dedupes). */
-  readonly ticker?: boolean;
-  /** Run workers in this process; default true. */
-  readonly workers?: boolean;
-  /** Stop gracefully on SIGTERM / SIGINT, then close the database and re-raise the signal; default true. */
-  readonly handleSignals?: boolean;
-  /** Longest sleep between ticks, so a replica notices other replicas' progress; default 30 s. */
-  readonly maxTickInterval?: Duration;
-}
+export type { StartOptions } from "../options.js";
 
 /** What the supervisor drives: the ticker, a worker factory, and the way out. */
 export interface SupervisorHost {
   readonly logger: Logger;
   tick(): Promise<TickReport>;
-  createWorker(options: WorkOptions): Worker;
+  createWorker(options: ResolvedStartOptions): Worker;
   /** Called after a signal-initiated graceful stop: closes connections. */
   close(): Promise<void>;
 }
 
-export const DEFAULT_MAX_TICK_INTERVAL_MS = 30_000;
 /** Ticks wake this long after the fire time so the database clock has certainly reached it. */
 const TICK_MARGIN_MS = 2;
 const MIN_TICK_SLEEP_MS = 5;
-const MAX_RESTART_BACKOFF_MS = 5_000;
-
-function restartBackoff(failures: number): number {
-  return Math.min(MAX_RESTART_BACKOFF_MS, 250 * 2 ** Math.max(0, failures - 1));
-}
+/** Waits before restarting a part that failed: 250 ms doubling to 5 s. */
+const restartBackoff = () => new Backoff({ initialMs: 250, factor: 2, maxMs: 5_000 });
 
 /** setTimeout that ends early when `signal` aborts. */
 function sleep(ms: number, signal: AbortSignal): Promise<void> {
@@ -57,26 +46,24 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
  */
 export class Supervisor {
   private readonly host: SupervisorHost;
-  private readonly options: StartOptions;
-  private readonly maxTickMs: number;
+  private readonly options: ResolvedStartOptions;
   private readonly stopping = new AbortController();
   private worker: Worker | undefined;
   private loops: Promise<void>[] = [];
   private stopPromise: Promise<WorkSummary> | undefined;
-  private readonly totals: WorkSummary = { claimed: 0, succeeded: 0, skipped: 0, noop: 0, retried: 0, failed: 0, returned: 0 };
+  private readonly totals: WorkSummary = emptySummary();
   private signalsSeen = 0;
   private readonly onSignal = (signal: NodeJS.Signals) => this.handleSignal(signal);
 
-  constructor(host: SupervisorHost, options: StartOptions) {
+  constructor(host: SupervisorHost, options: ResolvedStartOptions) {
     this.host = host;
     this.options = options;
-    this.maxTickMs = parseDuration(options.maxTickInterval ?? DEFAULT_MAX_TICK_INTERVAL_MS, "maxTickInterval");
   }
 
   start(): void {
-    if (this.options.ticker !== false) this.loops.push(this.runTicker());
-    if (this.options.workers !== false) this.loops.push(this.runWorkers());
-    if (this.options.handleSignals !== false) {
+    if (this.options.ticker) this.loops.push(this.runTicker());
+    if (this.options.workers) this.loops.push(this.runWorkers());
+    if (this.options.handleSignals) {
       process.on("SIGTERM", this.onSignal);
       process.on("SIGINT", this.onSignal);
     }
@@ -118,18 +105,18 @@ export class Supervisor {
 
   private async runTicker(): Promise<void> {
     const signal = this.stopping.signal;
-    let failures = 0;
+    const { maxTickMs } = this.options;
+    const backoff = restartBackoff();
     while (!signal.aborted) {
       let delay: number;
       try {
         const report = await this.host.tick();
-        failures = 0;
-        const untilNext = report.nextFireAt === null ? this.maxTickMs : report.nextFireAt.getTime() - report.now.getTime() + TICK_MARGIN_MS;
-        delay = Math.min(this.maxTickMs, Math.max(MIN_TICK_SLEEP_MS, untilNext));
+        backoff.reset();
+        const untilNext = report.nextFireAt === null ? maxTickMs : report.nextFireAt.getTime() - report.now.getTime() + TICK_MARGIN_MS;
+        delay = Math.min(maxTickMs, Math.max(MIN_TICK_SLEEP_MS, untilNext));
       } catch (error) {
-        failures += 1;
-        delay = restartBackoff(failures);
-        this.host.logger.error("scheduler tick failed; retrying", { attempt: failures, retryInMs: delay, error: redactError(error) });
+        delay = backoff.next();
+        this.host.logger.error("scheduler tick failed; retrying", { attempt: backoff.attempts, retryInMs: delay, error: redactError(error) });
       }
       await sleep(delay, signal);
     }
@@ -137,18 +124,17 @@ export class Supervisor {
 
   private async runWorkers(): Promise<void> {
     const signal = this.stopping.signal;
-    let failures = 0;
+    const backoff = restartBackoff();
     while (!signal.aborted) {
       const worker = this.host.createWorker(this.options);
       this.worker = worker;
       try {
         const summary = await worker.run();
         for (const key of Object.keys(this.totals) as (keyof WorkSummary)[]) this.totals[key] += summary[key];
-        failures = 0;
+        backoff.reset();
       } catch (error) {
-        failures += 1;
-        const delay = restartBackoff(failures);
-        this.host.logger.error("worker crashed; restarting it", { attempt: failures, retryInMs: delay, error: redactError(error) });
+        const delay = backoff.next();
+        this.host.logger.error("worker crashed; restarting it", { attempt: backoff.attempts, retryInMs: delay, error: redactError(error) });
         await worker.stop(0).catch(() => undefined);
         await sleep(delay, signal);
       }

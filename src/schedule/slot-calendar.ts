@@ -1,3 +1,13 @@
+/**
+ * The slot calendar: "first slot after t" and "latest slot at or before t"
+ * for a cron in a time zone, with the DST rules of the README's "Catch-up and
+ * DST" (a fixed-hour slot in a spring-forward gap fires once, shifted; a
+ * repeated wall time at fall-back fires once, at its first occurrence; a
+ * wildcard hour fires at every real instant). The file is long because the
+ * two directions are one algorithm walked forwards and backwards over the
+ * zone's offset regimes, and they must agree instant for instant; splitting
+ * them would put the mirror images out of sight of each other.
+ */
 import { cronFieldSets, parseCron } from "./cron.js";
 import { assertTimezone } from "./timezone.js";
 import type { CronFieldSets, ParsedCron } from "./cron.js";

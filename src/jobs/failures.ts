@@ -1,19 +1,12 @@
 import { createHash } from "node:crypto";
-import { sql } from "drizzle-orm";
-import { query, type Database } from "../db/connection.js";
-import { CronledgerError } from "../errors.js";
-import { redact } from "./redact.js";
+import type { Executor } from "../db/executor.js";
+import { failedJobs } from "../db/sql/jobs.js";
+import { InvalidFailureFilterError } from "../errors.js";
+import { redact } from "../redact.js";
 
 export const DEFAULT_FAILURES_LIMIT = 50;
 export const MAX_FAILURES_LIMIT = 500;
 const MAX_IDEMPOTENCY_SUMMARY_LENGTH = 96;
-
-/** A failures filter that cannot be used (limit out of range, malformed cursor). */
-export class InvalidFailureFilterError extends CronledgerError {
-  constructor(message: string) {
-    super("invalid_filter", message);
-  }
-}
 
 export interface FailureFilter {
   /** Only failures of this job name. */
@@ -45,20 +38,6 @@ export interface FailurePage {
   readonly nextBefore: string | null;
 }
 
-interface FailureRow {
-  id: number;
-  job_name: string;
-  queue: string;
-  attempts: number;
-  max_attempts: number;
-  last_error: string | null;
-  failed_at_ms: number;
-  failed_at_us: string;
-  scheduled_for_ms: number | null;
-  schedule_key: string | null;
-  idempotency_key: string | null;
-}
-
 // The cursor is the last ticket's failure instant in microseconds plus its id: exact, and stable while rows are added.
 const CURSOR = /^(\d{1,17})_(\d{1,17})$/;
 
@@ -88,29 +67,10 @@ export function summarizeIdempotencyKey(key: string | null): string | null {
   return `${redacted.slice(0, MAX_IDEMPOTENCY_SUMMARY_LENGTH - 14)}…~${digest}`;
 }
 
-/** Terminal failures, newest first. A failed row without finished_at (written by hand) counts from its creation. */
-export async function listFailures(database: Database, filter: FailureFilter = {}): Promise<FailurePage> {
+/** Terminal failures, newest first, without payloads and with errors redacted. */
+export async function listFailures(executor: Executor, filter: FailureFilter = {}): Promise<FailurePage> {
   const limit = parseLimit(filter.limit);
-  const cursor = parseCursor(filter.before);
-  const failedAt = sql`coalesce(finished_at, created_at)`;
-  const rows = await query<FailureRow>(
-    database.db,
-    sql`select id::float8 as id, job_name, queue, attempts, max_attempts, last_error,
-               (extract(epoch from ${failedAt}) * 1000)::float8 as failed_at_ms,
-               (extract(epoch from ${failedAt}) * 1000000)::bigint::text as failed_at_us,
-               (extract(epoch from scheduled_for) * 1000)::float8 as scheduled_for_ms,
-               schedule_key, idempotency_key
-        from cronledger.jobs
-        where status = 'failed'
-          ${filter.jobType === undefined ? sql`` : sql`and job_name = ${filter.jobType}`}
-          ${
-            cursor === null
-              ? sql``
-              : sql`and (${failedAt}, id) < (timestamptz 'epoch' + ${cursor.micros}::bigint * interval '1 microsecond', ${cursor.id}::bigint)`
-          }
-        order by ${failedAt} desc, id desc
-        limit ${limit + 1}`,
-  );
+  const rows = await failedJobs(executor, { jobName: filter.jobType, before: parseCursor(filter.before), limit: limit + 1 });
   const page = rows.slice(0, limit);
   const last = page.at(-1);
   return {

@@ -1,6 +1,7 @@
 import type { CronledgerHooks } from "../events.js";
-import type { TickPhase, TickReport } from "../schedule/tick.js";
-import { redact } from "./redact.js";
+import type { TickPhase } from "../errors.js";
+import type { TickReport } from "../schedule/tick.js";
+import { redact } from "../redact.js";
 
 /** Something a recent tick found wrong with one entry, until a later tick handles that entry's slot normally. */
 export interface RecentEntryProblem {

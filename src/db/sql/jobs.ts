@@ -1,0 +1,377 @@
+import { sql, type SQL } from "drizzle-orm";
+import { alias } from "drizzle-orm/pg-core";
+import { LeaseExpiredError } from "../../errors.js";
+import { jobs } from "../../schema.js";
+import { query, type Executor } from "../executor.js";
+import { array, clock, epochMicrosText, epochMs, milliseconds, name } from "./fragments.js";
+
+/**
+ * Every statement on `cronledger.jobs`. Each is written against the table
+ * and column objects of src/schema.ts, so renaming a column there breaks
+ * the build here, not a query at run time. The statements are raw SQL
+ * (`sql` templates) where drizzle's builder cannot say them: batches
+ * travel as parallel arrays through `unnest` (a constant number of
+ * parameters whatever the batch size, and one prepared statement), claims
+ * need `FOR UPDATE SKIP LOCKED` inside a lateral join, and inserts notify
+ * their queues in the same statement. The file is long because it is the
+ * whole catalogue: a reader looking for what touches a job row finds all of
+ * it here, in the order of a job's life.
+ */
+
+/** Workers LISTEN on this channel; the payload is the queue that gained ready jobs. */
+export const JOBS_CHANNEL = "cronledger_jobs";
+
+/** `jobs` as `j`, for statements that join it with itself or with arrays of rows. */
+const j = alias(jobs, "j");
+
+/**
+ * A select that notifies each distinct queue among `rows` (a CTE, optionally
+ * filtered, with a `queue` column) once; the notifications go out on commit,
+ * so a job written in a transaction that rolls back wakes nobody.
+ * Wherever jobs become ready, their queues are woken through this.
+ */
+export function notifyQueues(rows: SQL): SQL {
+  return sql`select count(pg_notify(${JOBS_CHANNEL}, queue)) as n from (select distinct queue from ${rows}) as queues`;
+}
+
+// ---------------------------------------------------------------- inserting
+
+export interface NewJobRow {
+  readonly jobName: string;
+  readonly queue: string;
+  readonly payloadJson: string;
+  readonly priority: number;
+  /** ISO instant; null means the database clock plus `delayMs`. */
+  readonly runAt: string | null;
+  /** With no `runAt`: how long after the database's now the job becomes ready. */
+  readonly delayMs: number;
+  readonly maxAttempts: number;
+  readonly idempotencyKey: string | null;
+  readonly scheduleKey: string | null;
+  readonly scheduledFor: string | null;
+}
+
+export interface InsertedJob {
+  id: number;
+  job_name: string;
+  idempotency_key: string | null;
+  schedule_key: string | null;
+}
+
+/**
+ * The one job insert: the `inserted` and `notified` CTEs that insert the
+ * rows `select` yields (job_name, queue, payload, priority, run_at,
+ * max_attempts, idempotency_key, schedule_key, scheduled_for, in that
+ * order). Rows whose (job_name, idempotency_key) exists are skipped, and
+ * each queue that gained rows is notified once, on commit. Enqueue, the
+ * tick's pass and the retry of a failure all insert through it.
+ */
+export function jobInsertCtes(select: SQL): SQL {
+  return sql`
+    inserted as (
+      insert into ${jobs}
+        (${name(jobs.jobName)}, ${name(jobs.queue)}, ${name(jobs.payload)}, ${name(jobs.priority)}, ${name(jobs.runAt)},
+         ${name(jobs.maxAttempts)}, ${name(jobs.idempotencyKey)}, ${name(jobs.scheduleKey)}, ${name(jobs.scheduledFor)})
+      ${select}
+      on conflict (${name(jobs.jobName)}, ${name(jobs.idempotencyKey)}) where ${name(jobs.idempotencyKey)} is not null do nothing
+      returning ${name(jobs.id)}, ${name(jobs.jobName)}, ${name(jobs.idempotencyKey)}, ${name(jobs.scheduleKey)}, ${name(jobs.queue)}
+    ), notified as (${notifyQueues(sql`inserted`)})`;
+}
+
+/** Inserts any number of jobs in one statement: columns travel as parallel arrays through unnest, a constant 10 parameters. */
+export async function insertJobs(executor: Executor, rows: readonly NewJobRow[]): Promise<InsertedJob[]> {
+  const column = <K extends keyof NewJobRow>(key: K) => sql.param(rows.map((row) => row[key]));
+  return query<InsertedJob>(
+    executor,
+    sql`
+    with ${jobInsertCtes(sql`
+      select n, q, p::jsonb, pr, coalesce(ra::timestamptz, now() + ${milliseconds(sql`dm`)}), ma, ik, sk, sf::timestamptz
+      from unnest(
+        ${column("jobName")}::text[], ${column("queue")}::text[], ${column("payloadJson")}::text[],
+        ${column("priority")}::int[], ${column("runAt")}::text[], ${column("delayMs")}::float8[], ${column("maxAttempts")}::int[],
+        ${column("idempotencyKey")}::text[], ${column("scheduleKey")}::text[], ${column("scheduledFor")}::text[]
+      ) as t(n, q, p, pr, ra, dm, ma, ik, sk, sf)`)}
+    select inserted.id::float8 as id, inserted.job_name, inserted.idempotency_key, inserted.schedule_key
+    from inserted cross join notified`,
+  );
+}
+
+/** The ids of existing jobs holding any of these (job name, idempotency key) pairs. */
+export async function jobsByIdempotencyKey(
+  executor: Executor,
+  jobNames: readonly string[],
+  keys: readonly string[],
+): Promise<{ id: number; job_name: string; idempotency_key: string }[]> {
+  return query(
+    executor,
+    sql`select ${jobs.id}::float8 as id, ${jobs.jobName} as job_name, ${jobs.idempotencyKey} as idempotency_key
+        from ${jobs}
+        where ${jobs.jobName} = any(${array(jobNames, "text")}) and ${jobs.idempotencyKey} = any(${array(keys, "text")})`,
+  );
+}
+
+// ---------------------------------------------------------------- claiming and completing
+
+export interface ClaimedJob {
+  readonly id: number;
+  readonly jobName: string;
+  readonly queue: string;
+  readonly payload: string;
+  readonly priority: number;
+  readonly runAtMs: number;
+  readonly attempts: number;
+  readonly maxAttempts: number;
+  readonly scheduledForMs: number | null;
+  readonly scheduleKey: string | null;
+}
+
+export interface ClaimRequest {
+  readonly workerId: string;
+  readonly queues: readonly string[];
+  /** Most rows to claim. */
+  readonly limit: number;
+  /** Judge readiness at this instant instead of the database clock (tests). */
+  readonly now?: Date | undefined;
+}
+
+/**
+ * Claims up to `limit` ready jobs of the given queues for `workerId`, in
+ * priority then run_at order across the queues. Each queue is read through
+ * jobs_ready_idx by its own lateral subquery (one index range scan each,
+ * whatever the other queues hold) and its rows are locked with SKIP LOCKED,
+ * so concurrent workers never wait on each other or claim the same row.
+ */
+export async function claimJobs(executor: Executor, request: ClaimRequest): Promise<ClaimedJob[]> {
+  const ready = sql`
+    select ${jobs.id} as id, ${jobs.priority} as priority, ${jobs.runAt} as run_at from ${jobs}
+    where ${jobs.queue} = q.name and ${jobs.status} = 'queued' and ${jobs.runAt} <= ${clock(request.now)}
+    order by ${jobs.priority}, ${jobs.runAt}, ${jobs.id}
+    limit ${request.limit}
+    for update skip locked`;
+  return query<ClaimedJob>(
+    executor,
+    sql`update ${jobs} as j
+        set ${name(jobs.status)} = 'running', ${name(jobs.attempts)} = ${j.attempts} + 1, ${name(jobs.lockedBy)} = ${request.workerId},
+            ${name(jobs.heartbeatAt)} = now(), ${name(jobs.startedAt)} = now()
+        where ${j.id} = any(array(
+          select c.id from unnest(${array(request.queues, "text")}) as q(name)
+          cross join lateral (${ready}) c
+          order by c.priority, c.run_at, c.id
+          limit ${request.limit}
+        ))
+        returning ${j.id}::float8 as "id", ${j.jobName} as "jobName", ${j.queue} as "queue", ${j.payload}::text as "payload",
+          ${j.priority} as "priority", ${epochMs(j.runAt)} as "runAtMs", ${j.attempts} as "attempts", ${j.maxAttempts} as "maxAttempts",
+          ${epochMs(j.scheduledFor)} as "scheduledForMs", ${j.scheduleKey} as "scheduleKey"`,
+  );
+}
+
+/** How one attempt's row is written back. */
+export interface CompletionRow {
+  readonly id: number;
+  /** `queued`: back to the queue, after `delayMs` (a retry) or at once (`returned`). */
+  readonly status: "succeeded" | "failed" | "queued";
+  readonly outcome: string | null;
+  /** Stored as last_error when set; the previous error is kept otherwise. */
+  readonly error: string | null;
+  readonly delayMs: number;
+  /** Handed back unfinished (a shutdown): the interrupted attempt is not counted, and the queue is woken. */
+  readonly returned: boolean;
+}
+
+/**
+ * Writes the ends of many attempts in one statement. Every row is guarded by
+ * `locked_by = workerId and status = 'running'`, so a job the reaper took
+ * back is never overwritten by its old worker.
+ */
+export async function completeJobs(executor: Executor, workerId: string, rows: readonly CompletionRow[], now?: Date): Promise<void> {
+  const column = <K extends keyof CompletionRow>(key: K) => sql.param(rows.map((row) => row[key]));
+  // Booleans travel as 0/1: postgres.js sends a JavaScript array of booleans as one boolean, not as bool[].
+  const returned = sql.param(rows.map((row) => (row.returned ? 1 : 0)));
+  await executor.execute(
+    sql`with done as (
+          update ${jobs} as j set
+            ${name(jobs.status)} = t.status,
+            ${name(jobs.outcome)} = t.outcome,
+            ${name(jobs.lastError)} = coalesce(t.error, ${j.lastError}),
+            ${name(jobs.attempts)} = ${j.attempts} - t.returned,
+            ${name(jobs.runAt)} = case when t.status = 'queued' then ${clock(now)} + ${milliseconds(sql`t.delay_ms`)} else ${j.runAt} end,
+            ${name(jobs.finishedAt)} = case when t.status = 'queued' then null else now() end,
+            ${name(jobs.lockedBy)} = null,
+            ${name(jobs.heartbeatAt)} = null
+          from unnest(
+            ${column("id")}::bigint[], ${column("status")}::text[], ${column("outcome")}::text[],
+            ${column("error")}::text[], ${column("delayMs")}::float8[], ${returned}::int[]
+          ) as t(id, status, outcome, error, delay_ms, returned)
+          where ${j.id} = t.id and ${j.lockedBy} = ${workerId} and ${j.status} = 'running'
+          returning ${j.queue} as queue, t.returned
+        )
+        ${notifyQueues(sql`done where returned = 1`)}`,
+  );
+}
+
+/**
+ * Refreshes the heartbeat of the given jobs that this worker still holds and
+ * returns those ids; a missing id means the reaper took the job back.
+ */
+export async function heartbeatJobs(executor: Executor, workerId: string, ids: readonly number[]): Promise<Set<number>> {
+  if (ids.length === 0) return new Set();
+  const rows = await query<{ id: number }>(
+    executor,
+    sql`update ${jobs} set ${name(jobs.heartbeatAt)} = now()
+        where ${jobs.id} = any(${array(ids, "bigint")}) and ${jobs.lockedBy} = ${workerId} and ${jobs.status} = 'running'
+        returning ${jobs.id}::float8 as id`,
+  );
+  return new Set(rows.map((row) => row.id));
+}
+
+// ---------------------------------------------------------------- reaping and retention
+
+export interface ReapCounts {
+  /** Jobs returned to the queue for another attempt. */
+  readonly requeued: number;
+  /** Jobs whose crashed attempt was their last: failed terminally. */
+  readonly failed: number;
+}
+
+/**
+ * Takes back running jobs whose heartbeat is older than the lease: their
+ * worker died or lost the database. The lost attempt counts (it may have had
+ * effects), so a job with attempts left is requeued at once (at-least-once)
+ * and one without fails terminally; last_error is a LeaseExpiredError naming
+ * the worker that went quiet. Served by jobs_running_heartbeat_idx; queues
+ * that regain jobs are notified.
+ */
+export async function reapStaleJobs(executor: Executor, leaseMs: number, now?: Date): Promise<ReapCounts> {
+  const exhausted = sql`${j.attempts} >= ${j.maxAttempts}`;
+  const rows = await query<{ status: string; n: number }>(
+    executor,
+    sql`with stale as (
+          select ${jobs.id} as id from ${jobs}
+          where ${jobs.status} = 'running' and ${jobs.heartbeatAt} < ${clock(now)} - ${milliseconds(leaseMs)}
+          for update skip locked
+        ), reaped as (
+          update ${jobs} as j set
+            ${name(jobs.status)} = case when ${exhausted} then 'failed' else 'queued' end,
+            ${name(jobs.runAt)} = case when ${exhausted} then ${j.runAt} else now() end,
+            ${name(jobs.finishedAt)} = case when ${exhausted} then now() else null end,
+            ${name(jobs.lastError)} = format(${LeaseExpiredError.FORMAT}::text, coalesce(${j.lockedBy}, '?'), ${j.attempts}, ${j.heartbeatAt}::text,
+              ${Math.round(leaseMs)}::int, case when ${exhausted} then ${LeaseExpiredError.FAILED}::text else ${LeaseExpiredError.REQUEUED}::text end),
+            ${name(jobs.lockedBy)} = null,
+            ${name(jobs.heartbeatAt)} = null
+          from stale where ${j.id} = stale.id
+          returning ${j.status} as status, ${j.queue} as queue
+        ), notified as (${notifyQueues(sql`reaped where status = 'queued'`)})
+        select status, count(*)::int as n from reaped, notified group by status`,
+  );
+  const count = (status: string) => rows.find((row) => row.status === status)?.n ?? 0;
+  return { requeued: count("queued"), failed: count("failed") };
+}
+
+/**
+ * Deletes at most `limit` finished jobs of the given statuses that finished
+ * more than `keepMs` ago, oldest first (served by jobs_finished_idx), and
+ * returns how many went. Queued and running jobs are never touched.
+ */
+export async function deleteFinishedJobs(
+  executor: Executor,
+  batch: { readonly statuses: readonly string[]; readonly keepMs: number; readonly limit: number; readonly now?: Date | undefined },
+): Promise<number> {
+  const [row] = await query<{ n: number }>(
+    executor,
+    sql`with doomed as (
+          select ${jobs.id} as id from ${jobs}
+          where ${jobs.status} = any(${array(batch.statuses, "text")}) and ${jobs.finishedAt} is not null
+            and ${jobs.finishedAt} < ${clock(batch.now)} - ${milliseconds(batch.keepMs)}
+          order by ${jobs.finishedAt}
+          limit ${batch.limit}
+        ), deleted as (
+          delete from ${jobs} as j using doomed where ${j.id} = doomed.id returning 1
+        )
+        select count(*)::int as n from deleted`,
+  );
+  return row?.n ?? 0;
+}
+
+// ---------------------------------------------------------------- failures and their retries
+
+export interface FailedJobRow {
+  id: number;
+  job_name: string;
+  queue: string;
+  attempts: number;
+  max_attempts: number;
+  last_error: string | null;
+  failed_at_ms: number;
+  failed_at_us: string;
+  scheduled_for_ms: number | null;
+  schedule_key: string | null;
+  idempotency_key: string | null;
+}
+
+/**
+ * Terminal failures, newest first, `limit` of them after the `before`
+ * cursor (failure instant in microseconds, then id). A failed row without
+ * finished_at (written by hand) counts from its creation. Served by
+ * jobs_failed_job_name_idx when filtered by job name.
+ */
+export async function failedJobs(
+  executor: Executor,
+  filter: { readonly jobName?: string | undefined; readonly before?: { readonly micros: string; readonly id: number } | null; readonly limit: number },
+): Promise<FailedJobRow[]> {
+  const failedAt = sql`coalesce(${jobs.finishedAt}, ${jobs.createdAt})`;
+  const before = filter.before;
+  return query<FailedJobRow>(
+    executor,
+    sql`select ${jobs.id}::float8 as id, ${jobs.jobName} as job_name, ${jobs.queue} as queue, ${jobs.attempts} as attempts,
+               ${jobs.maxAttempts} as max_attempts, ${jobs.lastError} as last_error,
+               ${epochMs(failedAt)} as failed_at_ms,
+               ${epochMicrosText(failedAt)} as failed_at_us,
+               ${epochMs(jobs.scheduledFor)} as scheduled_for_ms,
+               ${jobs.scheduleKey} as schedule_key, ${jobs.idempotencyKey} as idempotency_key
+        from ${jobs}
+        where ${jobs.status} = 'failed'
+          ${filter.jobName === undefined ? sql`` : sql`and ${jobs.jobName} = ${filter.jobName}`}
+          ${
+            before === undefined || before === null
+              ? sql``
+              : sql`and (${failedAt}, ${jobs.id}) < (timestamptz 'epoch' + ${before.micros}::bigint * interval '1 microsecond', ${before.id}::bigint)`
+          }
+        order by ${failedAt} desc, ${jobs.id} desc
+        limit ${filter.limit}`,
+  );
+}
+
+/** One job's name, status and idempotency key; undefined when there is no such job. */
+export async function jobSummary(executor: Executor, id: number): Promise<{ job_name: string; status: string; idempotency_key: string | null } | undefined> {
+  const [row] = await query<{ job_name: string; status: string; idempotency_key: string | null }>(
+    executor,
+    sql`select ${jobs.jobName} as job_name, ${jobs.status} as status, ${jobs.idempotencyKey} as idempotency_key from ${jobs} where ${jobs.id} = ${id}`,
+  );
+  return row;
+}
+
+/**
+ * Inserts a copy of failed job `id` as a new queued job (same name, queue,
+ * payload, priority and slot) under `idempotencyKey`, through the one job
+ * insert; the payload never leaves the database. `maxAttempts` null keeps
+ * the failed row's budget. Returns the new id, or undefined when the key
+ * already exists or the job is no longer failed.
+ */
+export async function copyFailedJob(executor: Executor, id: number, idempotencyKey: string, maxAttempts: number | null): Promise<number | undefined> {
+  const [row] = await query<{ id: number }>(
+    executor,
+    sql`with ${jobInsertCtes(sql`
+          select ${jobs.jobName}, ${jobs.queue}, ${jobs.payload}, ${jobs.priority}, now(), coalesce(${maxAttempts}::int, ${jobs.maxAttempts}),
+                 ${idempotencyKey}::text, ${jobs.scheduleKey}, ${jobs.scheduledFor}
+          from ${jobs} where ${jobs.id} = ${id} and ${jobs.status} = 'failed'`)}
+        select inserted.id::float8 as id from inserted cross join notified`,
+  );
+  return row?.id;
+}
+
+// ---------------------------------------------------------------- counts
+
+/** Job counts by queue and status (what the status page and `cronledger status` show). */
+export async function jobCounts(executor: Executor): Promise<{ queue: string; status: string; n: number }[]> {
+  return query(executor, sql`select ${jobs.queue} as queue, ${jobs.status} as status, count(*)::int as n from ${jobs} group by 1, 2`);
+}

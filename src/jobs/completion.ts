@@ -1,0 +1,171 @@
+import { Backoff } from "../backoff.js";
+import type { CompletionRow } from "../db/sql/jobs.js";
+import type { AttemptStatus } from "../events.js";
+import type { Logger } from "../log.js";
+import { redactError } from "../redact.js";
+
+/** How an attempt ended, as the worker writes it back. */
+export type Completion =
+  /** Ran to the end; `skip` / `noop` are the handler's business outcomes. */
+  | { readonly kind: "succeeded"; readonly id: number; readonly outcome: "skip" | "noop" | null }
+  /** Failed with attempts left: back to the queue after `delayMs`. */
+  | { readonly kind: "retry"; readonly id: number; readonly error: string; readonly delayMs: number }
+  /** Failed for good: the row is the failure ticket. */
+  | { readonly kind: "failed"; readonly id: number; readonly error: string }
+  /** Handed back unfinished by a shutdown: queued again at once, the interrupted attempt not counted. */
+  | { readonly kind: "returned"; readonly id: number };
+
+/** What `work({ once: true })` resolves with. */
+export interface WorkSummary {
+  claimed: number;
+  succeeded: number;
+  skipped: number;
+  noop: number;
+  /** Failed attempts with another attempt scheduled. */
+  retried: number;
+  /** Terminal failures (attempts exhausted, non-retryable, unregistered, invalid payload). */
+  failed: number;
+  /** Jobs handed back to the queue unfinished by a shutdown, their attempt not counted. */
+  returned: number;
+}
+
+export function emptySummary(): WorkSummary {
+  return { claimed: 0, succeeded: 0, skipped: 0, noop: 0, retried: 0, failed: 0, returned: 0 };
+}
+
+/** The attempt's status for events and metrics; null for a job handed back (no attempt ended). */
+export function attemptStatus(completion: Completion): AttemptStatus | null {
+  switch (completion.kind) {
+    case "failed":
+      return "panicked";
+    case "retry":
+      return "retry";
+    case "returned":
+      return null;
+    case "succeeded":
+      return completion.outcome ?? "done";
+  }
+}
+
+const SUMMARY_FIELD: Readonly<Record<AttemptStatus | "returned", keyof WorkSummary>> = {
+  done: "succeeded",
+  skip: "skipped",
+  noop: "noop",
+  retry: "retried",
+  panicked: "failed",
+  returned: "returned",
+};
+
+/** Adds one completion to a summary. */
+export function count(summary: WorkSummary, completion: Completion): void {
+  summary[SUMMARY_FIELD[attemptStatus(completion) ?? "returned"]] += 1;
+}
+
+/** The row update a completion becomes. */
+export function completionRow(completion: Completion): CompletionRow {
+  const base = { id: completion.id, outcome: null, error: null, delayMs: 0, returned: false };
+  switch (completion.kind) {
+    case "succeeded":
+      return { ...base, status: "succeeded", outcome: completion.outcome };
+    case "retry":
+      return { ...base, status: "queued", error: completion.error, delayMs: completion.delayMs };
+    case "failed":
+      return { ...base, status: "failed", error: completion.error };
+    case "returned":
+      return { ...base, status: "queued", returned: true };
+  }
+}
+
+/** Completions are written together once this many are waiting, or after FLUSH_DELAY_MS. */
+const FLUSH_SIZE = 500;
+const FLUSH_DELAY_MS = 2;
+/** How long a stopping worker keeps trying to write its completions before it leaves them to the reaper. */
+const DRAIN_DEADLINE_MS = 10_000;
+
+export interface BatcherHost {
+  /** Writes a batch in one statement. */
+  write(rows: readonly CompletionRow[]): Promise<void>;
+  /** Called after each successful flush that emptied the batch (the worker may claim again). */
+  flushed(): void;
+  readonly logger: Logger;
+}
+
+/**
+ * Collects the ends of attempts and writes them in batches: at most every
+ * FLUSH_DELAY_MS, at once when FLUSH_SIZE are waiting. One write is in
+ * flight at a time; a failed write keeps its completions, in order, for the
+ * next try after a backoff, so an outage delays completions but loses none.
+ */
+export class CompletionBatcher {
+  private pending: Completion[] = [];
+  private flushing: Promise<void> | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  private readonly backoff = new Backoff({ initialMs: 100, factor: 2, maxMs: 5_000 });
+
+  constructor(private readonly host: BatcherHost) {}
+
+  /** True while completions wait or are being written. */
+  get busy(): boolean {
+    return this.pending.length > 0 || this.flushing !== undefined || this.timer !== undefined;
+  }
+
+  add(completion: Completion): void {
+    this.pending.push(completion);
+    this.schedule(this.pending.length >= FLUSH_SIZE ? 0 : FLUSH_DELAY_MS);
+  }
+
+  private schedule(delayMs: number): void {
+    if (this.flushing) return;
+    if (this.timer !== undefined) {
+      if (delayMs > 0) return;
+      clearTimeout(this.timer);
+    }
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      this.flushing = this.flush().finally(() => {
+        this.flushing = undefined;
+        if (this.pending.length > 0) this.schedule(this.backoff.currentMs || (this.pending.length >= FLUSH_SIZE ? 0 : FLUSH_DELAY_MS));
+        else this.host.flushed();
+      });
+    }, delayMs);
+  }
+
+  /** Writes every waiting completion in one statement; on failure they stay queued for the next try. */
+  private async flush(): Promise<void> {
+    const batch = this.pending;
+    if (batch.length === 0) return;
+    this.pending = [];
+    try {
+      await this.host.write(batch.map(completionRow));
+      this.backoff.reset();
+    } catch (error) {
+      this.pending = batch.concat(this.pending);
+      const retryInMs = this.backoff.next();
+      this.host.logger.warn("recording finished jobs failed; retrying", { jobs: batch.length, retryInMs, error: redactError(error) });
+    }
+  }
+
+  /** Flushes until nothing is waiting, retrying through short outages, bounded so a shutdown cannot hang. */
+  async drain(): Promise<void> {
+    const deadline = performance.now() + DRAIN_DEADLINE_MS;
+    while (this.busy && performance.now() < deadline) {
+      if (this.flushing) {
+        await this.flushing;
+        continue;
+      }
+      clearTimeout(this.timer);
+      this.timer = undefined;
+      await this.flush();
+      if (this.pending.length > 0) await new Promise((resolve) => setTimeout(resolve, this.backoff.currentMs));
+    }
+    if (this.pending.length > 0) {
+      this.host.logger.error("could not record some finished jobs before stopping; the reaper will return them to the queue", { jobs: this.pending.length });
+    }
+  }
+
+  /** Stops the flush timer (the worker is done). */
+  close(): void {
+    clearTimeout(this.timer);
+    this.timer = undefined;
+  }
+}

@@ -1,0 +1,50 @@
+import type { Logger } from "../log.js";
+import { rootMessage } from "../db/transient.js";
+
+export interface HeartbeatHost {
+  /** Ids of the jobs the worker holds (running or claimed but not started). */
+  held(): number[];
+  /** Refreshes their heartbeats; resolves with the ids this worker still holds. */
+  beat(ids: readonly number[]): Promise<Set<number>>;
+  /** Jobs the reaper took back (their heartbeat went stale before this one). */
+  lost(ids: readonly number[]): void;
+  readonly logger: Logger;
+}
+
+/**
+ * Heartbeats every lease/3 for the jobs a worker holds, so a live worker's
+ * jobs are never reaped while a dead worker's are within a lease. A beat
+ * that fails is only logged: the reaper decides, and if the outage outlasts
+ * the lease the worker learns on its next beat which jobs it lost.
+ */
+export class Heartbeats {
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly host: HeartbeatHost,
+    private readonly leaseMs: number,
+  ) {}
+
+  start(): void {
+    this.timer ??= setInterval(() => void this.beat(), Math.max(10, Math.floor(this.leaseMs / 3)));
+  }
+
+  stop(): void {
+    clearInterval(this.timer);
+    this.timer = undefined;
+  }
+
+  private async beat(): Promise<void> {
+    const ids = this.host.held();
+    if (ids.length === 0) return;
+    let alive: Set<number>;
+    try {
+      alive = await this.host.beat(ids);
+    } catch (error) {
+      this.host.logger.warn("heartbeat failed; the reaper takes jobs back if this lasts longer than the lease", { leaseMs: this.leaseMs, error: rootMessage(error) });
+      return;
+    }
+    const lost = ids.filter((id) => !alive.has(id));
+    if (lost.length > 0) this.host.lost(lost);
+  }
+}

@@ -1,0 +1,368 @@
+import type { Registry } from "prom-client";
+import { z } from "zod";
+import type { Database, DatabaseSetting } from "./db/connection.js";
+import { parseDuration, type Duration } from "./duration.js";
+import { ConfigError } from "./errors.js";
+import type { CronledgerHooks } from "./events.js";
+import { isJobDefinition, type JobDefinition } from "./jobs/define-job.js";
+import type { RetentionOptions, ResolvedRetention } from "./jobs/retention.js";
+import type { Logger } from "./log.js";
+import type { ScheduleEntry } from "./schedule/define-schedule.js";
+import { closest } from "./suggest.js";
+
+/**
+ * Every options object cronledger takes, as one strict zod schema each:
+ * createCronledger's, work()'s, start()'s and the config file's. Each parse
+ * rejects unknown keys with a did-you-mean, checks every value, and yields
+ * resolved values (durations in milliseconds, defaults filled in), so the
+ * rest of the code never parses an option again. It is long because it is
+ * the whole catalogue: the documented option types, their defaults and
+ * their schemas side by side.
+ */
+
+// ---------------------------------------------------------------- the option types users write
+
+export interface ChoreOptions {
+  /** When the reaper runs (a 6-field cron); default every 15 seconds. */
+  readonly reapCron?: string;
+  /** When the prune chore runs; default hourly. */
+  readonly pruneCron?: string;
+  /** How long finished jobs are kept before the prune chore deletes them. */
+  readonly retention?: RetentionOptions;
+}
+
+/**
+ * - `undefined` (default): chores run wherever `start()` runs; a bare `tick()` leaves them out.
+ * - `true` / options: chores are part of every tick, `start()` or not.
+ * - `false`: no chores (reap and prune yourself, e.g. with `reap()` and `prune()`).
+ */
+export type ChoresSetting = boolean | ChoreOptions | undefined;
+
+export interface CronledgerOptions {
+  /**
+   * PostgreSQL URL; omitted: DATABASE_URL, else embedded PGlite in ./.cronledger ("memory://" for in-memory).
+   * An already-open Database (from openDatabase) is shared, and close() leaves it open.
+   */
+  readonly database?: DatabaseSetting | Database;
+  readonly jobs?: readonly JobDefinition[];
+  readonly schedule?: readonly ScheduleEntry[];
+  /** Separates apps sharing one database: each prunes and evaluates only its own ledger rows. */
+  readonly namespace?: string;
+  readonly logger?: Logger;
+  /** Listeners for ticks and job attempts (metrics, logs, the demo's event lines). */
+  readonly hooks?: CronledgerHooks | readonly CronledgerHooks[];
+  /** Prometheus metrics, on by default in a Registry of their own (`ledger.metrics.registry`); pass yours to share it, or false to turn them off. */
+  readonly metrics?: { readonly registry?: Registry } | false;
+  /**
+   * The reaper and prune chores, run as ledger entries (each slot once across
+   * the cluster). Default: on wherever `start()` runs, left out of bare
+   * `tick()` calls; `true` or options: always; `false`: never.
+   */
+  readonly chores?: ChoresSetting;
+  /** A running job without a heartbeat for this long is reaped; default 30 s. Heartbeats go every lease/3. */
+  readonly lease?: Duration;
+  /** Defaults for `cronledger worker`; its --concurrency and --queues flags override them. The ledger itself ignores them. */
+  readonly worker?: {
+    readonly concurrency?: number;
+    readonly queues?: readonly string[];
+  };
+  /**
+   * The admin HTTP server `cronledger worker` starts (status, failures, Schedule page, /metrics).
+   * Its --admin-port flag overrides `port`; the token defaults to CRONLEDGER_ADMIN_TOKEN. Without
+   * a token it only binds loopback. The ledger itself ignores it.
+   */
+  readonly admin?: {
+    readonly port?: number;
+    /** Interface to bind; default 127.0.0.1. */
+    readonly host?: string;
+    readonly token?: string;
+  };
+}
+
+export interface WorkOptions {
+  /** Drain the jobs that are ready now, then return a summary (default: run until stop()). */
+  readonly once?: boolean;
+  /** Jobs run at the same time by this worker; default 10. */
+  readonly concurrency?: number;
+  /** Queues to serve; default: every queue of the registered jobs and schedule entries, plus "default". */
+  readonly queues?: readonly string[];
+  /** Most jobs claimed in one statement; default 500. Claims shrink to the free slots when jobs are slow. */
+  readonly batchSize?: number;
+  /** How often an idle worker looks for jobs that LISTEN/NOTIFY cannot announce (delayed jobs, retries); default 1 s. */
+  readonly pollInterval?: Duration;
+  /** Running jobs without a heartbeat for this long are reaped; heartbeats go every lease/3. Default: the ledger's lease. */
+  readonly lease?: Duration;
+  /** On stop(), how long running jobs may take to finish before their signal is aborted; default 25 s. */
+  readonly gracePeriod?: Duration;
+  /** Test hook: the clock that decides which jobs are due and when retries run (default: the database clock). */
+  readonly clock?: () => Date;
+  /** Test hook: the random source of retry jitter. */
+  readonly random?: () => number;
+}
+
+export interface StartOptions extends Omit<WorkOptions, "once"> {
+  /** Run the scheduler ticker in this process; default true (every replica may tick: the ledger dedupes). */
+  readonly ticker?: boolean;
+  /** Run workers in this process; default true. */
+  readonly workers?: boolean;
+  /** Stop gracefully on SIGTERM / SIGINT, then close the database and re-raise the signal; default true. */
+  readonly handleSignals?: boolean;
+  /** Longest sleep between ticks, so a replica notices other replicas' progress; default 30 s. */
+  readonly maxTickInterval?: Duration;
+}
+
+// ---------------------------------------------------------------- defaults
+
+export const DEFAULT_NAMESPACE = "default";
+export const DEFAULT_LEASE_MS = 30_000;
+export const DEFAULT_RETENTION_MS = 7 * 86_400_000;
+export const DEFAULT_RETENTION_BATCH_SIZE = 1_000;
+export const DEFAULT_REAP_CRON = "*/15 * * * * *";
+export const DEFAULT_PRUNE_CRON = "7 * * * *";
+export const DEFAULT_CONCURRENCY = 10;
+export const DEFAULT_BATCH_SIZE = 500;
+export const DEFAULT_POLL_INTERVAL_MS = 1_000;
+export const DEFAULT_GRACE_PERIOD_MS = 25_000;
+export const DEFAULT_MAX_TICK_INTERVAL_MS = 30_000;
+
+// ---------------------------------------------------------------- building blocks
+
+const duration = (what: string) =>
+  z.union([z.number(), z.string()], { error: `${what} must be a duration such as "30s" or a number of milliseconds` }).transform((value, context) => {
+    try {
+      return parseDuration(value, what);
+    } catch (error) {
+      context.addIssue({ code: "custom", message: error instanceof Error ? error.message : String(error) });
+      return z.NEVER;
+    }
+  });
+const positiveInteger = (what: string) =>
+  z.number({ error: `${what} must be a positive integer` }).int(`${what} must be a positive integer`).min(1, `${what} must be a positive integer`);
+const fn = <T>(what: string) => z.custom<T>((value) => typeof value === "function", { error: `${what} must be a function` });
+const object = <T>(what: string, check: (value: object) => boolean) =>
+  z.custom<T>((value) => typeof value === "object" && value !== null && check(value), { error: what });
+const NAMESPACE = /^[A-Za-z0-9_.:-]{1,64}$/;
+
+const retentionSchema = z.strictObject({
+  succeeded: duration("retention.succeeded").default(DEFAULT_RETENTION_MS),
+  failed: duration("retention.failed").default(DEFAULT_RETENTION_MS),
+  batchSize: positiveInteger("retention.batchSize").default(DEFAULT_RETENTION_BATCH_SIZE),
+});
+
+const choresSchema = z.union([
+  z.boolean(),
+  z.strictObject({
+    reapCron: z.string().min(1).optional(),
+    pruneCron: z.string().min(1).optional(),
+    retention: retentionSchema.optional(),
+  }),
+]);
+
+const databaseSetting = z.union(
+  [
+    z.string(),
+    z.strictObject({
+      url: z.string(),
+      poolSize: z.number().int().min(2, "poolSize must be at least 2: migrations hold one connection for their lock while another applies them").optional(),
+      clientConnectionCheck: z.union([z.literal(false), z.number(), z.custom<Duration>((value) => typeof value === "string")]).optional(),
+    }),
+    object<Database>("an open Database", (value) => "db" in value && "kind" in value),
+  ],
+  { error: 'database must be a URL ("postgres://...", "memory://", "pglite:<dir>"), { url, poolSize?, clientConnectionCheck? } or an open Database' },
+);
+
+const hooksObject = object<CronledgerHooks>("hooks must be an object of listener functions", () => true);
+
+const cronledgerShape = {
+  database: databaseSetting.optional(),
+  jobs: z.array(z.custom<JobDefinition>(isJobDefinition, { error: "every item of jobs must be a defineJob() result" })).default([]),
+  schedule: z.array(z.unknown(), { error: "schedule must be an array of entries (defineSchedule([...]))" }).default([]),
+  namespace: z
+    .string()
+    .regex(NAMESPACE, "namespace must be 1-64 letters, digits and . _ : -")
+    .default(DEFAULT_NAMESPACE),
+  logger: object<Logger>("logger must have debug, info, warn and error methods", (value) =>
+    ["debug", "info", "warn", "error"].every((level) => typeof (value as Record<string, unknown>)[level] === "function"),
+  ).optional(),
+  hooks: z.union([hooksObject, z.array(hooksObject)]).optional(),
+  metrics: z
+    .union([
+      z.literal(false),
+      z.strictObject({ registry: object<Registry>("metrics.registry must be a prom-client Registry", (value) => "registerMetric" in value).optional() }),
+    ])
+    .optional(),
+  chores: choresSchema.optional(),
+  lease: duration("lease").default(DEFAULT_LEASE_MS),
+  // The CLI's settings: accepted here too, so a config file's object can be passed to createCronledger as it is.
+  worker: z
+    .strictObject({
+      concurrency: positiveInteger("worker.concurrency").optional(),
+      queues: z.array(z.string().min(1)).min(1, "worker.queues needs at least one queue").optional(),
+    })
+    .optional(),
+  admin: z
+    .strictObject({
+      port: z.number().int().min(0).max(65_535, "admin.port must be a port number from 0 to 65535").optional(),
+      host: z.string().min(1).optional(),
+      token: z.string().optional(),
+    })
+    .optional(),
+};
+
+const workShape = {
+  concurrency: positiveInteger("concurrency").default(DEFAULT_CONCURRENCY),
+  queues: z.array(z.string().min(1, "queue names must not be empty")).min(1, "queues needs at least one queue").optional(),
+  batchSize: positiveInteger("batchSize").default(DEFAULT_BATCH_SIZE),
+  pollInterval: duration("pollInterval").default(DEFAULT_POLL_INTERVAL_MS),
+  lease: duration("lease").optional(),
+  gracePeriod: duration("gracePeriod").default(DEFAULT_GRACE_PERIOD_MS),
+  clock: fn<() => Date>("clock").optional(),
+  random: fn<() => number>("random").optional(),
+};
+
+const workSchema = z.strictObject({ ...workShape, once: z.boolean().default(false) });
+const startSchema = z.strictObject({
+  ...workShape,
+  ticker: z.boolean().default(true),
+  workers: z.boolean().default(true),
+  handleSignals: z.boolean().default(true),
+  maxTickInterval: duration("maxTickInterval").default(DEFAULT_MAX_TICK_INTERVAL_MS),
+});
+
+const configSchema = z.strictObject({
+  ...cronledgerShape,
+  database: databaseSetting.optional(),
+  jobs: z.array(z.custom<JobDefinition>(isJobDefinition, { error: "every item of jobs must be a defineJob() result" }), { error: "jobs must be an array of defineJob() results" }),
+});
+
+// ---------------------------------------------------------------- resolved values
+
+export interface ResolvedChores {
+  /** `start`: ticked where start() runs; `always`: in every tick; `never`. */
+  readonly when: "start" | "always" | "never";
+  readonly reapCron: string;
+  readonly pruneCron: string;
+  readonly retention: ResolvedRetention;
+}
+
+export interface ResolvedCronledgerOptions {
+  readonly database: DatabaseSetting | Database | undefined;
+  readonly jobs: readonly JobDefinition[];
+  readonly schedule: readonly unknown[];
+  readonly namespace: string;
+  readonly logger: Logger | undefined;
+  readonly hooks: readonly CronledgerHooks[];
+  readonly metrics: { readonly registry?: Registry | undefined } | false;
+  readonly chores: ResolvedChores;
+  readonly leaseMs: number;
+}
+
+export interface ResolvedWorkOptions {
+  readonly once: boolean;
+  readonly concurrency: number;
+  /** Undefined: the worker's default queues. */
+  readonly queues: readonly string[] | undefined;
+  readonly batchSize: number;
+  readonly pollMs: number;
+  /** Undefined: the ledger's lease. */
+  readonly leaseMs: number | undefined;
+  readonly graceMs: number;
+  readonly clock: (() => Date) | undefined;
+  readonly random: (() => number) | undefined;
+}
+
+export interface ResolvedStartOptions extends Omit<ResolvedWorkOptions, "once"> {
+  readonly ticker: boolean;
+  readonly workers: boolean;
+  readonly handleSignals: boolean;
+  readonly maxTickMs: number;
+}
+
+/** The parsed config file: the createCronledger options plus the CLI worker's and admin server's settings. */
+export type ParsedConfig = z.output<typeof configSchema>;
+
+/** Parses `value` with `schema`, or throws one ConfigError listing every problem, unknown keys with a did-you-mean. */
+function parse<S extends z.ZodType>(schema: S, value: unknown, what: string, known: readonly string[]): z.output<S> {
+  const result = schema.safeParse(value ?? {});
+  if (result.success) return result.data;
+  throw new ConfigError(`Invalid ${what}: ${describeOptionIssues(result.error, known)}.`);
+}
+
+/** Zod issues as "field: problem", unknown keys with the closest known one. */
+export function describeOptionIssues(error: z.ZodError, known: readonly string[]): string {
+  return error.issues
+    .map((issue) => {
+      const path = issue.path.map(String).join(".");
+      if (issue.code === "unrecognized_keys") {
+        return issue.keys
+          .map((key) => {
+            const hint = closest(key, issue.path.length === 0 ? known : []);
+            return `unknown option "${path === "" ? key : `${path}.${key}`}"${hint ? ` (did you mean "${hint}"?)` : ""}`;
+          })
+          .join("; ");
+      }
+      const field = issue.path.at(-1);
+      return field === undefined || issue.message.includes(String(field)) ? issue.message : `${path}: ${issue.message}`;
+    })
+    .join("; ");
+}
+
+function resolveChores(chores: z.output<typeof choresSchema> | undefined): ResolvedChores {
+  const options = typeof chores === "object" ? chores : {};
+  const retention = options.retention ?? { succeeded: DEFAULT_RETENTION_MS, failed: DEFAULT_RETENTION_MS, batchSize: DEFAULT_RETENTION_BATCH_SIZE };
+  return {
+    when: chores === undefined ? "start" : chores === false ? "never" : "always",
+    reapCron: options.reapCron ?? DEFAULT_REAP_CRON,
+    pruneCron: options.pruneCron ?? DEFAULT_PRUNE_CRON,
+    retention: { succeededMs: retention.succeeded, failedMs: retention.failed, batchSize: retention.batchSize },
+  };
+}
+
+export function resolveCronledgerOptions(options: CronledgerOptions | undefined): ResolvedCronledgerOptions {
+  const parsed = parse(z.strictObject(cronledgerShape), options, "createCronledger options", Object.keys(cronledgerShape));
+  return {
+    database: parsed.database,
+    jobs: parsed.jobs,
+    schedule: parsed.schedule,
+    namespace: parsed.namespace,
+    logger: parsed.logger,
+    hooks: parsed.hooks === undefined ? [] : Array.isArray(parsed.hooks) ? parsed.hooks : [parsed.hooks as CronledgerHooks],
+    metrics: parsed.metrics ?? {},
+    chores: resolveChores(parsed.chores),
+    leaseMs: parsed.lease,
+  };
+}
+
+function resolveWorkShape(parsed: z.output<z.ZodObject<typeof workShape>>): Omit<ResolvedWorkOptions, "once"> {
+  return {
+    concurrency: parsed.concurrency,
+    queues: parsed.queues,
+    batchSize: parsed.batchSize,
+    pollMs: parsed.pollInterval,
+    leaseMs: parsed.lease,
+    graceMs: parsed.gracePeriod,
+    clock: parsed.clock,
+    random: parsed.random,
+  };
+}
+
+export function resolveWorkOptions(options: WorkOptions | undefined): ResolvedWorkOptions {
+  const parsed = parse(workSchema, options, "work() options", Object.keys(workSchema.shape));
+  return { ...resolveWorkShape(parsed), once: parsed.once };
+}
+
+export function resolveStartOptions(options: StartOptions | undefined): ResolvedStartOptions {
+  const parsed = parse(startSchema, options, "start() options", Object.keys(startSchema.shape));
+  return { ...resolveWorkShape(parsed), ticker: parsed.ticker, workers: parsed.workers, handleSignals: parsed.handleSignals, maxTickMs: parsed.maxTickInterval };
+}
+
+/** A config file's default export, checked whole; `file` names it in the error. */
+export function parseConfig(value: unknown, file: string): ParsedConfig {
+  if (typeof value !== "object" || value === null || Array.isArray(value)) {
+    throw new ConfigError(`Config file ${file} has no default export object; it must \`export default defineConfig({ jobs: [...], schedule: [...] })\`.`);
+  }
+  if (!("jobs" in value)) {
+    throw new ConfigError(`Config file ${file} has no \`jobs\` array; it must \`export default defineConfig({ jobs: [...], schedule: [...] })\`.`);
+  }
+  return parse(configSchema, value, `config file ${file}`, Object.keys(configSchema.shape));
+}
