@@ -5,7 +5,7 @@ import { migrateDatabase } from "./db/migrate.js";
 import { InvalidArgumentError } from "./errors.js";
 import { combineHooks, type CronledgerEvents } from "./events.js";
 import type { JobDefinition } from "./jobs/define-job.js";
-import type { EnqueuedJob, EnqueueOptions, EnqueueRequest, JobReference } from "./jobs/enqueue.js";
+import type { EnqueuedJob, EnqueueManyOptions, EnqueueOptions, EnqueueRequest, JobReference } from "./jobs/enqueue.js";
 import type { FailureFilter, FailurePage } from "./jobs/failures.js";
 import { JobQueue } from "./jobs/queue.js";
 import type { ReapReport } from "./jobs/reaper.js";
@@ -92,15 +92,18 @@ export class Cronledger {
     }
   }
 
+  /**
+   * Validates the payload, then writes the job: on cronledger's database, or
+   * with `{ db: tx }` inside the application's drizzle transaction, so it
+   * commits or rolls back with the business rows.
+   */
   async enqueue<S extends z.ZodType>(job: JobReference<S>, payload?: z.input<S>, options?: EnqueueOptions): Promise<EnqueuedJob> {
-    const request: EnqueueRequest = { job: job as JobReference, payload, ...(options === undefined ? {} : { options }) };
-    const [result] = await this.queue.enqueue([request]);
-    return result as EnqueuedJob;
+    return this.queue.enqueue(job, payload, options);
   }
 
-  /** Validates every payload first, then inserts all jobs in one statement. */
-  async enqueueMany(requests: readonly EnqueueRequest[]): Promise<EnqueuedJob[]> {
-    return this.queue.enqueue(requests);
+  /** Validates every payload first, then inserts all jobs in one statement (`{ db: tx }`: in the application's transaction). */
+  async enqueueMany(requests: readonly EnqueueRequest[], options?: EnqueueManyOptions): Promise<EnqueuedJob[]> {
+    return this.queue.enqueueMany(requests, options);
   }
 
   /** One scheduler pass at `now` (default: the database clock); the chores are part of it with `chores: true` or options. */

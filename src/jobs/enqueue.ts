@@ -4,6 +4,7 @@ import { insertJobs, jobsByIdempotencyKey, type NewJobRow } from "../db/sql/jobs
 import { parseDuration, type Duration } from "../duration.js";
 import { InvalidArgumentError, JobNotRegisteredError, PayloadValidationError } from "../errors.js";
 import { boundKey } from "../keys.js";
+import { closest } from "../suggest.js";
 import { storablePayload, type JobDefinition } from "./define-job.js";
 
 export interface EnqueueOptions {
@@ -15,6 +16,26 @@ export interface EnqueueOptions {
   readonly delay?: Duration;
   readonly queue?: string;
   readonly priority?: number;
+  /**
+   * The application's drizzle database or transaction to write the job in
+   * (postgres-js, node-postgres or PGlite driver): inside `db.transaction(async (tx) => ...)`,
+   * pass `tx` and the job commits or rolls back with the business rows, and
+   * its queue is woken on commit only. Default: cronledger's own database.
+   */
+  readonly db?: Executor;
+}
+
+/** Options of a whole `enqueueMany` call. */
+export interface EnqueueManyOptions {
+  /** As `EnqueueOptions.db`, for every job of the call. */
+  readonly db?: Executor;
+}
+
+/** What a handler and the application use to enqueue (`ctx.enqueue`, `ledger.enqueue`). */
+export interface Enqueuer {
+  enqueue<S extends z.ZodType>(job: JobReference<S>, payload?: z.input<S>, options?: EnqueueOptions): Promise<EnqueuedJob>;
+  /** Validates every payload first, then inserts all jobs in one statement. */
+  enqueueMany(requests: readonly EnqueueRequest[], options?: EnqueueManyOptions): Promise<EnqueuedJob[]>;
 }
 
 export interface EnqueuedJob {
@@ -29,7 +50,7 @@ export type JobReference<S extends z.ZodType = z.ZodType> = JobDefinition<S> | s
 export interface EnqueueRequest<S extends z.ZodType = z.ZodType> {
   readonly job: JobReference<S>;
   readonly payload?: z.input<S>;
-  readonly options?: EnqueueOptions;
+  readonly options?: Omit<EnqueueOptions, "db">;
 }
 
 function resolveJob(reference: JobReference, registry: ReadonlyMap<string, JobDefinition>): JobDefinition {
@@ -39,9 +60,27 @@ function resolveJob(reference: JobReference, registry: ReadonlyMap<string, JobDe
   return job;
 }
 
+const REQUEST_OPTIONS: readonly string[] = ["idempotencyKey", "runAt", "delay", "queue", "priority"];
+
+/** A request's options take only known keys: a misspelt `idempotencyKey` must not silently enqueue duplicates. */
+function checkOptions(options: object, jobName: string, position: number | undefined): void {
+  for (const key of Object.keys(options)) {
+    if (REQUEST_OPTIONS.includes(key)) continue;
+    const where = position === undefined ? `enqueue(${jobName})` : `enqueueMany item ${position} (${jobName})`;
+    const hint = key === "db" ? "; pass db to the enqueueMany call itself: enqueueMany(requests, { db })" : closestHint(key, REQUEST_OPTIONS);
+    throw new InvalidArgumentError(`${where}: unknown option "${key}"${hint}. Enqueue options are ${REQUEST_OPTIONS.join(", ")} and db.`);
+  }
+}
+
+function closestHint(key: string, known: readonly string[]): string {
+  const hint = closest(key, known);
+  return hint === undefined ? "" : ` (did you mean "${hint}"?)`;
+}
+
 /** Validates every request before anything is written: one bad payload writes nothing. */
 function toRow(request: EnqueueRequest, registry: ReadonlyMap<string, JobDefinition>, position?: number): NewJobRow {
   const job = resolveJob(request.job, registry);
+  if (request.options !== undefined) checkOptions(request.options, job.name, position);
   const payload = storablePayload(job, request.payload);
   if (!payload.ok) {
     throw new PayloadValidationError(job.name, payload.issues, position === undefined ? undefined : `enqueueMany item ${position}`);

@@ -1,5 +1,6 @@
+import type { z } from "zod";
 import type { Database } from "../db/connection.js";
-import type { Executor } from "../db/executor.js";
+import { asExecutor, type Executor } from "../db/executor.js";
 import {
   claimJobs,
   completeJobs,
@@ -13,7 +14,7 @@ import {
 import type { CronledgerEvents } from "../events.js";
 import type { Logger } from "../log.js";
 import type { JobDefinition } from "./define-job.js";
-import { enqueueJobs, type EnqueuedJob, type EnqueueRequest } from "./enqueue.js";
+import { enqueueJobs, type EnqueuedJob, type EnqueueManyOptions, type EnqueueOptions, type Enqueuer, type EnqueueRequest, type JobReference } from "./enqueue.js";
 import { listFailures, type FailureFilter, type FailurePage } from "./failures.js";
 import { reapStaleJobs, type ReapReport } from "./reaper.js";
 import { pruneFinishedJobs, type ResolvedRetention } from "./retention.js";
@@ -35,7 +36,7 @@ export interface JobQueueOptions {
  * (src/jobs/worker.ts) claim, complete and heartbeat through it; the chores
  * reap and prune through it; the admin views read failures and counts.
  */
-export class JobQueue {
+export class JobQueue implements Enqueuer {
   readonly database: Database;
   readonly jobs: ReadonlyMap<string, JobDefinition>;
   readonly events: CronledgerEvents;
@@ -52,12 +53,23 @@ export class JobQueue {
     this.retention = options.retention;
   }
 
+  async enqueue<S extends z.ZodType>(job: JobReference<S>, payload?: z.input<S>, options: EnqueueOptions = {}): Promise<EnqueuedJob> {
+    const { db, ...rest } = options;
+    const [result] = await this.insert([{ job: job as JobReference, payload, options: rest }], db);
+    return result as EnqueuedJob;
+  }
+
+  enqueueMany(requests: readonly EnqueueRequest[], options: EnqueueManyOptions = {}): Promise<EnqueuedJob[]> {
+    return this.insert(requests, options.db);
+  }
+
   /**
-   * Validates every request, then inserts them all in one statement on
-   * `executor` (default: cronledger's own database; the application's
-   * transaction to enqueue atomically with its own writes).
+   * Validates every request, then inserts them all in one statement on `db`
+   * (default: cronledger's own database; the application's transaction to
+   * enqueue atomically with its own writes).
    */
-  enqueue(requests: readonly EnqueueRequest[], executor: Executor = this.database.db): Promise<EnqueuedJob[]> {
+  private insert(requests: readonly EnqueueRequest[], db: Executor | undefined): Promise<EnqueuedJob[]> {
+    const executor = db === undefined ? this.database.db : asExecutor(db, "The `db` enqueue option");
     return enqueueJobs(executor, this.jobs, requests);
   }
 
