@@ -7,6 +7,7 @@ import { createMetrics, type CronledgerMetrics } from "./admin/metrics.js";
 import { retryFailedJob, type RetriedJob } from "./admin/retry-job.js";
 import { openDatabase, query, type Database, type DatabaseSetting } from "./db/connection.js";
 import { migrateDatabase } from "./db/migrate.js";
+import { ensureSchema } from "./db/schema-check.js";
 import { ConfigError } from "./errors.js";
 import { combineHooks, type CronledgerEvents, type CronledgerHooks } from "./events.js";
 import type { JobDefinition } from "./jobs/define-job.js";
@@ -92,6 +93,7 @@ export class Cronledger {
   private supervisor: Supervisor | undefined;
   private readonly workers = new Set<Worker>();
   private readonly ownsDatabase: boolean;
+  private schemaCheck: Promise<void> | undefined;
 
   constructor(options: CronledgerOptions = {}) {
     this.namespace = options.namespace ?? "default";
@@ -134,7 +136,7 @@ export class Cronledger {
   }
 
   /** Applies cronledger's migrations under an advisory lock; safe to call from every replica at boot. */
-  async migrate(): Promise<{ applied: number }> {
+  async migrate(): Promise<{ applied: number; adopted: number }> {
     try {
       const result = await migrateDatabase(this.database);
       this.events.initFailure(false);
@@ -148,17 +150,20 @@ export class Cronledger {
 
   async enqueue<S extends z.ZodType>(job: JobReference<S>, payload?: z.input<S>, options?: EnqueueOptions): Promise<EnqueuedJob> {
     const request: EnqueueRequest = { job: job as JobReference, payload, ...(options === undefined ? {} : { options }) };
+    await this.ensureSchema();
     const [result] = await enqueueJobs(this.database, this.jobs, [request]);
     return result as EnqueuedJob;
   }
 
   /** Validates every payload first, then inserts all jobs in one statement. */
   async enqueueMany(requests: readonly EnqueueRequest[]): Promise<EnqueuedJob[]> {
+    await this.ensureSchema();
     return enqueueJobs(this.database, this.jobs, requests);
   }
 
   /** One scheduler pass at `now` (default: the database clock). */
   async tick(options: TickOptions = {}): Promise<TickReport> {
+    await this.ensureSchema();
     const started = performance.now();
     const report = await runTick(
       { database: this.database, entries: this.choresActive ? this.entriesWithChores : this.entries, namespace: this.namespace, logger: this.logger, memo: this.memo, deferred: this.deferred, clock: this.clock },
@@ -237,6 +242,7 @@ export class Cronledger {
    * with a summary; otherwise runs until `stop()` and resolves then.
    */
   async work(options: WorkOptions = {}): Promise<WorkSummary> {
+    await this.ensureSchema();
     const worker = this.createWorker(options);
     this.workers.add(worker);
     try {
@@ -252,6 +258,7 @@ export class Cronledger {
    * SIGTERM / SIGINT stop it gracefully (see `stop()`).
    */
   async start(options: StartOptions = {}): Promise<void> {
+    await this.ensureSchema();
     if (this.supervisor) throw new ConfigError("start() was already called on this Cronledger; call stop() first.");
     if (this.choreEntries.length > 0) this.choresActive = true;
     this.supervisor = new Supervisor(
@@ -286,6 +293,24 @@ export class Cronledger {
     const jobRows = await pruneFinishedJobs(this.database, this.retention, options.now);
     this.events.pruned({ table: "jobs", rows: jobRows });
     return { ledgerRows, jobRows };
+  }
+
+  /**
+   * The schema check (src/db/schema-check.ts) before the first write: one
+   * catalog statement per process, remembered once it passes. A failure
+   * (schema or connection) sets cronledger_init_failure and throws, e.g. a
+   * MigrationRequiredError naming the command to run.
+   */
+  private ensureSchema(): Promise<void> {
+    this.schemaCheck ??= ensureSchema(this.database).then(
+      () => this.events.initFailure(false),
+      (error: unknown) => {
+        this.schemaCheck = undefined;
+        this.events.initFailure(true);
+        throw error;
+      },
+    );
+    return this.schemaCheck;
   }
 
   private createWorker(options: WorkOptions): Worker {

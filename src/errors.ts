@@ -91,6 +91,45 @@ export class MigrationError extends CronledgerError {
   }
 }
 
+/**
+ * The database lacks cronledger's tables, or has an older version of them
+ * than this version of cronledger needs. Raised before anything is written,
+ * by every entry point that needs the tables (enqueue, tick, work, start and
+ * the CLI commands), so a deploy that skipped its migration fails loudly.
+ */
+export class MigrationRequiredError extends CronledgerError {
+  /** Schema version found: how many of cronledger's migrations the tables match (0: none). */
+  readonly foundVersion: number;
+  /** Schema version this version of cronledger needs: the number of migrations it ships. */
+  readonly requiredVersion: number;
+  /** What is missing, e.g. `table cronledger.jobs`, `column cronledger.jobs.outcome`, `index cronledger.jobs_ready_idx`. */
+  readonly missing: readonly string[];
+
+  constructor(details: {
+    readonly database: string;
+    readonly foundVersion: number;
+    readonly requiredVersion: number;
+    readonly requiredMigration: string;
+    readonly missing: readonly string[];
+    /** None of the tables exist. */
+    readonly empty: boolean;
+  }) {
+    const shown = details.missing.slice(0, 5).join(", ") + (details.missing.length > 5 ? `, and ${details.missing.length - 5} more` : "");
+    const found = details.empty
+      ? `cronledger's tables do not exist in ${details.database} (schema version 0)`
+      : `cronledger's tables in ${details.database} are at schema version ${details.foundVersion} and lack ${shown}`;
+    super(
+      "migration_required",
+      `${found}; this version of cronledger needs schema version ${details.requiredVersion} (migration ${details.requiredMigration}). ` +
+        "Run `cronledger migrate` (or `await ledger.migrate()`) first; if your own drizzle-kit migrations create cronledger's tables " +
+        "from `cronledger/schema`, run `drizzle-kit generate` and `drizzle-kit migrate` instead. Nothing was written.",
+    );
+    this.foundVersion = details.foundVersion;
+    this.requiredVersion = details.requiredVersion;
+    this.missing = details.missing;
+  }
+}
+
 /** One problem with one schedule entry, as reported by validateSchedule / preflight. */
 export interface ScheduleProblem {
   readonly code:

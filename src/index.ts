@@ -51,6 +51,7 @@ export {
   InvalidTimezoneError,
   JobNotRegisteredError,
   MigrationError,
+  MigrationRequiredError,
   NonRetryableError,
   PayloadValidationError,
   ScheduleValidationError,

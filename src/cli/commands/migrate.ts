@@ -10,7 +10,10 @@ export const migrate: Command = {
   options: [CONFIG_OPTION],
   run: (args, io) =>
     withLedger(args, io, "database", async (ledger) => {
-      const { applied } = await ledger.migrate();
+      const { applied, adopted } = await ledger.migrate();
+      if (adopted > 0) {
+        io.stdout(`Adopted cronledger's tables created by your own drizzle-kit migrations: recorded ${adopted} migration${adopted === 1 ? "" : "s"} as applied.`);
+      }
       io.stdout(applied === 0 ? `Database is up to date (${ledger.database.label}).` : `Applied ${applied} migration${applied === 1 ? "" : "s"} to ${ledger.database.label}.`);
       return 0;
     }),
