@@ -27,7 +27,7 @@ function report(counts: { enqueued?: number; lostRace?: number; quarantined?: nu
 }
 
 describe("createMetrics", () => {
-  it("exposes exactly the DESIGN 8 families, pre-initialised for every registered job", async () => {
+  it("exposes exactly the documented metric families, pre-initialised for every registered job", async () => {
     const metrics = createMetrics({ jobNames: ["email.send", "reports.rollup"] });
     const text = await metrics.registry.metrics();
     const exposition = parseExposition(text);

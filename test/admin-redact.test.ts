@@ -78,7 +78,7 @@ describe("redact", () => {
     expect(output).not.toContain("sss");
   });
 
-  // No timing assertion (DESIGN 9): catastrophic backtracking would blow the test timeout instead.
+  // No timing assertion (speed is measured in bench/): catastrophic backtracking would blow the test timeout instead.
   it("finishes on hostile input", { timeout: 20_000 }, () => {
     const hostile = ["a".repeat(50_000), "{".repeat(50_000), `"password":"${'\\"'.repeat(30_000)}`, "token=".repeat(20_000)];
     for (const text of hostile) expect(redact(text).length).toBeLessThanOrEqual(MAX_REDACTED_LENGTH);

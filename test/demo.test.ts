@@ -11,7 +11,7 @@ const TSX = fileURLToPath(new URL("../node_modules/tsx/dist/cli.mjs", import.met
 
 /**
  * On this 2-core machine the first slot fires 6-9 s after spawn (the goal for `npm start` is under 10 s),
- * but the suite runs files in parallel and DESIGN 9 keeps speed out of assertions: the deadline here only
+ * but the suite runs files in parallel and speed stays out of assertions (it is measured in bench/): the deadline here only
  * catches a demo that does not fire at all, and the time is printed for whoever watches.
  */
 const FIRST_FIRE_DEADLINE_MS = 30_000;

@@ -8,7 +8,7 @@ import type { SlotCalendar } from "../src/schedule/slot-calendar.js";
 interface CronCase {
   cron: string;
   count: number;
-  /** Consecutive slots (ISO UTC) at and around the transition, written by hand from DESIGN 5. */
+  /** Consecutive slots (ISO UTC) at and around the transition, written by hand from the DST rules in the README. */
   around: string[];
 }
 
@@ -250,7 +250,7 @@ describe.each(DAYS)("$zone $name", (day) => {
 });
 
 /**
- * An independent reading of DESIGN 5: scan instants, read the wall clock via
+ * An independent reading of the README's DST rules: scan instants, read the wall clock via
  * Intl, fire a fixed-hour entry only on the first occurrence of a wall time,
  * and fire it for wall times the clock jumps over at the pre-jump offset.
  */

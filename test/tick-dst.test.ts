@@ -26,7 +26,7 @@ interface TransitionDay {
   };
 }
 
-// Expected instants are worked out by hand from DESIGN 5's rules, not printed by the code.
+// Expected instants are worked out by hand from the README's DST rules, not printed by the code.
 const DAYS: readonly TransitionDay[] = [
   {
     zone: "America/New_York",
@@ -155,7 +155,7 @@ describe.each(DAYS)("DST: $zone $name, ticked through the day", (day) => {
     await store.dispose();
   });
 
-  it("fires each minute-resolution entry exactly as DESIGN 5 says, ticked every minute", async () => {
+  it("fires each minute-resolution entry exactly as the README's DST table says, ticked every minute", async () => {
     const schedule = ENTRY_KEYS.map((key) => ({ job, cron: CRONS[key], timezone: day.zone, key }));
     const fired = await slotsByKey(store, schedule, Date.parse(day.dayStart), Date.parse(day.dayEnd), MINUTE);
     const { expected } = day;

@@ -39,7 +39,7 @@ function shared<M>(registry: Registry, name: string, kind: MetricClass<M>, creat
 }
 
 /**
- * The Prometheus metrics of DESIGN 8, fed by cronledger's events. Every
+ * The Prometheus metrics listed in docs/operations.md, fed by cronledger's events. Every
  * label value is known up front and pre-initialised to 0, so `rate()` and
  * `increase()` see a series from the first scrape and alerts can fire on
  * the first increment.

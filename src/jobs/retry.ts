@@ -1,6 +1,6 @@
 import { ConfigError } from "../errors.js";
 
-/** The built-in retry classes of DESIGN 7. */
+/** The built-in retry classes (README, "Running jobs"). */
 export type RetryClass = "probe" | "entity" | "maintenance";
 
 /** Exponential backoff: attempt n waits min(cap, base * 2^(n-1)), jittered by +/- `jitter`. */

@@ -5,11 +5,11 @@ import { InvalidCronError } from "../errors.js";
 export interface ParsedCron {
   /** The expression as written. */
   readonly source: string;
-  /** One spelling per schedule: equivalent expressions share it (DESIGN 4). */
+  /** One spelling per schedule: equivalent expressions share it (README, "Identity"). */
   readonly canonical: string;
   /** The second field is anything but {0}, so the cron has second resolution. */
   readonly hasSeconds: boolean;
-  /** The hour set is {0, n, 2n, ...}: DST folds fire twice and gaps are skipped (DESIGN 5). */
+  /** The hour set is {0, n, 2n, ...}: DST folds fire twice and gaps are skipped (README, "Catch-up and DST"). */
   readonly wildcardHour: boolean;
   /** The day of month can never occur in the chosen months (`0 0 30 2 *`). */
   readonly neverMatches: boolean;

@@ -21,7 +21,7 @@ export interface IdentityParts {
   readonly timezone: string;
 }
 
-/** identity = job name + entry key + canonical cron + timezone (DESIGN 4); payload is not part of it. */
+/** identity = job name + entry key + canonical cron + timezone (README, "Identity"); payload is not part of it. */
 export function entryIdentity(parts: IdentityParts): string {
   return `${parts.jobName}|${parts.key ?? ""}|${parts.canonicalCron}|${parts.timezone}`;
 }

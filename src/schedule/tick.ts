@@ -122,7 +122,7 @@ async function inPhase<T>(phase: TickPhase, entry: string | undefined, work: () 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
- * One scheduler pass (DESIGN 6). Transient database errors retry the whole
+ * One scheduler pass. Transient database errors retry the whole
  * pass: every write is guarded by the ledger value it read, so a retry after
  * an unacknowledged commit finds the slot already claimed and adds nothing.
  */
@@ -197,7 +197,7 @@ function planPass(context: TickContext, options: TickOptions, databaseNowMs?: nu
 }
 
 /**
- * The slots that can be the entry's due slot (DESIGN 6, step 2) while the
+ * The slots that can be the entry's due slot (the latest slot whose fire time has come) while the
  * clock reads anywhere in [low, high]: the latest whose fire time is at or
  * before `low`, and every later one whose fire time is at or before `high`.
  * The statement picks the latest of them whose fire time has come by the
@@ -231,7 +231,7 @@ interface PassRow {
 }
 
 /**
- * The pass as one statement (DESIGN 6, steps 1-5): read the ledger rows of
+ * The pass as one statement: read the ledger rows of
  * the planned entries; create the missing ones at `now` (or at the value this
  * process last saw, for a row that vanished under it); repair values in the
  * future; pick each entry's due slot among its candidates by the clock the

@@ -1,6 +1,6 @@
 import postgres from "postgres";
 
-/** Resolution order of DESIGN 9: TEST_DATABASE_URL, a local server, testcontainers, else a clear message. */
+/** Resolution order (README, "Tests"): TEST_DATABASE_URL, a local server, testcontainers, else a clear message. */
 export const LOCAL_URL = "postgres://postgres@127.0.0.1:5432/postgres";
 
 export async function canConnect(url: string): Promise<boolean> {
