@@ -13,6 +13,7 @@ import { combineHooks, type CronledgerEvents, type CronledgerHooks } from "./eve
 import type { JobDefinition } from "./jobs/define-job.js";
 import { enqueueJobs, type EnqueuedJob, type EnqueueOptions, type EnqueueRequest, type JobReference } from "./jobs/enqueue.js";
 import { consoleLogger, type Logger } from "./log.js";
+import { adaptLogger } from "./logger-adapter.js";
 import type { ScheduleEntry } from "./schedule/define-schedule.js";
 import { pruneLedger } from "./schedule/prune.js";
 import { runTick, type FireMemo, type TickOptions, type TickReport } from "./schedule/tick.js";
@@ -35,6 +36,11 @@ export interface CronledgerOptions {
   readonly schedule?: readonly ScheduleEntry[];
   /** Separates apps sharing one database: each prunes and evaluates only its own ledger rows. */
   readonly namespace?: string;
+  /**
+   * Where cronledger's log lines go; default: the console. Any object with
+   * debug/info/warn/error taking `(message, fields)` (console, winston), or
+   * a pino logger, which takes `(fields, message)` and is called that way.
+   */
   readonly logger?: Logger;
   /** Listeners for ticks and job attempts (metrics, logs, the demo's event lines). */
   readonly hooks?: CronledgerHooks | readonly CronledgerHooks[];
@@ -100,7 +106,7 @@ export class Cronledger {
     if (!/^[A-Za-z0-9_.:-]{1,64}$/.test(this.namespace)) {
       throw new ConfigError(`Invalid namespace ${JSON.stringify(this.namespace)}: use 1-64 letters, digits and . _ : -.`);
     }
-    this.logger = options.logger ?? consoleLogger;
+    this.logger = adaptLogger(options.logger ?? consoleLogger);
     const jobs = options.jobs ?? [];
     const registry = new Map<string, JobDefinition>();
     for (const job of jobs) {
