@@ -17,6 +17,8 @@ import { useTestDatabase } from "./support/database.js";
 const TOKEN = "in-app-test-token-0123456789";
 const SCRATCH = join(REPO_ROOT, `.scratch-in-app-${process.pid}`);
 
+afterAll(() => rmSync(SCRATCH, { recursive: true, force: true }));
+
 /** Collects what a logger writes, line by line. */
 function sink(): { stream: Writable; lines: string[] } {
   const lines: string[] = [];
@@ -116,7 +118,6 @@ describe("the README's admin routes in Express, Fastify and Hono, over a real so
   });
   afterAll(async () => {
     await ledger?.close();
-    rmSync(SCRATCH, { recursive: true, force: true });
   });
 
   it.each(["express", "fastify", "hono"])("%s", async (framework) => {

@@ -6,7 +6,8 @@ export const migrate: Command = {
   summary: "apply cronledger's migrations (idempotent, safe from several replicas at once)",
   details:
     "The database is the config's `database`, else DATABASE_URL, else the embedded PGlite database in ./.cronledger.\n" +
-    "Runs under an advisory lock with cronledger's own migration journal; the schedule is not needed.",
+    "Runs under an advisory lock with cronledger's own migration journal; the schedule is not needed.\n" +
+    "Tables your own drizzle-kit migrations created from cronledger/schema are adopted: recorded as applied, not created again.",
   options: [CONFIG_OPTION],
   run: (args, io) =>
     withLedger(args, io, "database", async (ledger) => {
