@@ -15,6 +15,8 @@ import { createTestDatabase } from "./support/database.js";
  */
 
 const WORKTREE_BIN = join(REPO_ROOT, "node_modules", ".bin");
+/** Each test runs installed tools (node, tsx, tsc, drizzle-kit, the CLI) as child processes. */
+const TIMEOUT_MS = 180_000;
 const versionOf = (name: string) => (JSON.parse(readFileSync(join(REPO_ROOT, "node_modules", name, "package.json"), "utf8")) as { version: string }).version;
 
 async function run(command: string, args: readonly string[], options: { cwd: string; env?: NodeJS.ProcessEnv }): Promise<Finished> {
@@ -109,7 +111,7 @@ import { getTableConfig } from "drizzle-orm/pg-core";`),
     const fromEsm = JSON.parse((await run(process.execPath, ["main.js"], { cwd: esm, env })).stdout) as Record<string, unknown>;
     // The database is migrated now; the same idempotency key finds the CommonJS app's job.
     expect(fromEsm).toEqual({ ...fromCjs, before: "enqueued", migrated: { applied: 0, adopted: 0 } });
-  });
+  }, TIMEOUT_MS);
 
   it("tsx runs a TypeScript app, and TypeScript resolves the types from ESM and from CommonJS", async () => {
     const dir = write(join(root, "ts-app"), {
@@ -139,7 +141,7 @@ export = [job, table, error];
       ["--noEmit", "--strict", "--skipLibCheck", "--module", "node16", "--moduleResolution", "node16", "--types", "node", "--typeRoots", typeRoots, "main.ts", "check.cts"],
       { cwd: dir },
     );
-  });
+  }, TIMEOUT_MS);
 
   it("route (b): drizzle-kit generates cronledger's tables from a schema re-exporting cronledger/schema and migrates them; cronledger adopts them, and a tick and a worker run", async () => {
     const fromApp = await createTestDatabase("package-route-b");
@@ -192,7 +194,7 @@ export default defineConfig({ jobs: [hello], schedule: [{ job: hello, cron: "* *
       await fromApp.drop();
       await fromCronledger.drop();
     }
-  });
+  }, TIMEOUT_MS);
 
   it("ships every file its README, docs and messages point to, and docs that stand on their own", async () => {
     const installed = join(root, "node_modules", "cronledger");
