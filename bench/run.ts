@@ -1,6 +1,8 @@
 // `npm run bench`: every benchmark, one after the other, each printing its table.
+import { runStartupBench } from "./startup.js";
 import { runThroughputBench } from "./throughput.js";
 import { runTickBench } from "./tick.js";
 
 await runTickBench();
 await runThroughputBench();
+await runStartupBench();

@@ -2,6 +2,7 @@ import type { z } from "zod";
 import { createMetrics, type CronledgerMetrics } from "./admin/metrics.js";
 import { openDatabase, type Database, type DatabaseSetting } from "./db/connection.js";
 import { migrateDatabase } from "./db/migrate.js";
+import { ensureSchema } from "./db/schema-check.js";
 import { InvalidArgumentError } from "./errors.js";
 import { combineHooks, type CronledgerEvents } from "./events.js";
 import type { JobDefinition } from "./jobs/define-job.js";
@@ -13,6 +14,7 @@ import { jobRegistry } from "./jobs/registry.js";
 import type { RetriedJob } from "./jobs/retry-failed.js";
 import { Worker, type WorkSummary } from "./jobs/worker.js";
 import { consoleLogger, type Logger } from "./log.js";
+import { adaptLogger } from "./logger-adapter.js";
 import { resolveCronledgerOptions, resolveStartOptions, resolveWorkOptions, type CronledgerOptions, type ResolvedCronledgerOptions, type ResolvedWorkOptions, type StartOptions, type WorkOptions } from "./options.js";
 import { CHORE_QUEUE, choreSchedule } from "./runtime/chores.js";
 import { Supervisor } from "./runtime/supervisor.js";
@@ -53,13 +55,14 @@ export class Cronledger {
   private readonly ownsDatabase: boolean;
   private supervisor: Supervisor | undefined;
   private readonly workers = new Set<Worker>();
+  private schemaCheck: Promise<void> | undefined;
 
   constructor(options: CronledgerOptions = {}) {
     this.options = resolveCronledgerOptions(options);
     const { namespace, chores } = this.options;
     this.namespace = namespace;
     this.leaseMs = this.options.leaseMs;
-    this.logger = this.options.logger ?? consoleLogger;
+    this.logger = adaptLogger(this.options.logger ?? consoleLogger);
     const choreParts = choreSchedule(this, chores);
     this.jobs = jobRegistry(this.options.jobs, choreParts.jobs);
     // Validated before the database is opened: a broken schedule creates no pool and no embedded directory.
@@ -80,7 +83,7 @@ export class Cronledger {
   }
 
   /** Applies cronledger's migrations under an advisory lock; safe to call from every replica at boot. */
-  async migrate(): Promise<{ applied: number }> {
+  async migrate(): Promise<{ applied: number; adopted: number }> {
     try {
       const result = await migrateDatabase(this.database);
       this.events.initFailure(false);
@@ -98,16 +101,19 @@ export class Cronledger {
    * commits or rolls back with the business rows.
    */
   async enqueue<S extends z.ZodType>(job: JobReference<S>, payload?: z.input<S>, options?: EnqueueOptions): Promise<EnqueuedJob> {
+    await this.ensureSchema();
     return this.queue.enqueue(job, payload, options);
   }
 
   /** Validates every payload first, then inserts all jobs in one statement (`{ db: tx }`: in the application's transaction). */
   async enqueueMany(requests: readonly EnqueueRequest[], options?: EnqueueManyOptions): Promise<EnqueuedJob[]> {
+    await this.ensureSchema();
     return this.queue.enqueueMany(requests, options);
   }
 
   /** One scheduler pass at `now` (default: the database clock); the chores are part of it with `chores: true` or options. */
   async tick(options: TickOptions = {}): Promise<TickReport> {
+    await this.ensureSchema();
     return this.scheduler.tick(options, this.options.chores.when === "always");
   }
 
@@ -136,7 +142,9 @@ export class Cronledger {
    * with a summary; otherwise runs until `stop()` and resolves then.
    */
   async work(options: WorkOptions = {}): Promise<WorkSummary> {
-    const worker = this.createWorker(resolveWorkOptions(options), this.options.chores.when === "always");
+    const resolved = resolveWorkOptions(options);
+    await this.ensureSchema();
+    const worker = this.createWorker(resolved, this.options.chores.when === "always");
     this.workers.add(worker);
     try {
       return await worker.run();
@@ -152,6 +160,8 @@ export class Cronledger {
    */
   async start(options: StartOptions = {}): Promise<void> {
     if (this.supervisor) throw new InvalidArgumentError("start() was already called on this Cronledger; call stop() first.");
+    const resolved = resolveStartOptions(options);
+    await this.ensureSchema();
     const chores = this.scheduler.choreEntries.length > 0;
     this.supervisor = new Supervisor(
       {
@@ -160,7 +170,7 @@ export class Cronledger {
         createWorker: (settings) => this.createWorker({ ...settings, once: false }, chores),
         close: () => this.close(),
       },
-      resolveStartOptions(options),
+      resolved,
     );
     this.supervisor.start();
   }
@@ -200,6 +210,24 @@ export class Cronledger {
     const known = ["default", ...[...this.jobs.values()].map((job) => job.queue), ...this.entries.map((entry) => entry.queue)];
     const queues = options.queues === undefined ? known : servesChores ? [...options.queues, CHORE_QUEUE] : options.queues;
     return new Worker(this.queue, { ...options, queues: [...new Set(queues)], leaseMs: options.leaseMs ?? this.leaseMs });
+  }
+
+  /**
+   * The schema check (src/db/schema-check.ts) before the first write: one
+   * catalog statement per process, remembered once it passes. A failure
+   * (schema or connection) sets cronledger_init_failure and throws, e.g. a
+   * MigrationRequiredError naming the command to run.
+   */
+  private ensureSchema(): Promise<void> {
+    this.schemaCheck ??= ensureSchema(this.database).then(
+      () => this.events.initFailure(false),
+      (error: unknown) => {
+        this.schemaCheck = undefined;
+        this.events.initFailure(true);
+        throw error;
+      },
+    );
+    return this.schemaCheck;
   }
 
   async close(): Promise<void> {

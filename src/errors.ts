@@ -32,7 +32,8 @@ export type ErrorCode =
   | "job_not_found"
   | "job_not_failed"
   // The database
-  | "migration_failed";
+  | "migration_failed"
+  | "migration_required";
 
 export class CronledgerError extends Error {
   readonly code: ErrorCode;
@@ -69,6 +70,7 @@ export const ERROR_HTTP_STATUS: Readonly<Record<ErrorCode, number>> = {
   job_not_found: 404,
   job_not_failed: 409,
   migration_failed: 503,
+  migration_required: 503,
 };
 
 // ---------------------------------------------------------------- configuration and API use
@@ -335,5 +337,44 @@ export class JobNotFailedError extends CronledgerError {
 export class MigrationError extends CronledgerError {
   constructor(message: string, options?: { cause?: unknown }) {
     super("migration_failed", message, options);
+  }
+}
+
+/**
+ * The database lacks cronledger's tables, or has an older version of them
+ * than this version of cronledger needs. Raised before anything is written,
+ * by every entry point that needs the tables (enqueue, tick, work, start and
+ * the CLI commands), so a deploy that skipped its migration fails loudly.
+ */
+export class MigrationRequiredError extends CronledgerError {
+  /** Schema version found: how many of cronledger's migrations the tables match (0: none). */
+  readonly foundVersion: number;
+  /** Schema version this version of cronledger needs: the number of migrations it ships. */
+  readonly requiredVersion: number;
+  /** What is missing, as `table <schema>.<table>`, `column <schema>.<table>.<column>` or `index <schema>.<index>`. */
+  readonly missing: readonly string[];
+
+  constructor(details: {
+    readonly database: string;
+    readonly foundVersion: number;
+    readonly requiredVersion: number;
+    readonly requiredMigration: string;
+    readonly missing: readonly string[];
+    /** None of the tables exist. */
+    readonly empty: boolean;
+  }) {
+    const shown = details.missing.slice(0, 5).join(", ") + (details.missing.length > 5 ? `, and ${details.missing.length - 5} more` : "");
+    const found = details.empty
+      ? `cronledger's tables do not exist in ${details.database} (schema version 0)`
+      : `cronledger's tables in ${details.database} are at schema version ${details.foundVersion} and lack ${shown}`;
+    super(
+      "migration_required",
+      `${found}; this version of cronledger needs schema version ${details.requiredVersion} (migration ${details.requiredMigration}). ` +
+        "Run `cronledger migrate` (or `await ledger.migrate()`) first; if your own drizzle-kit migrations create cronledger's tables " +
+        "from `cronledger/schema`, run `drizzle-kit generate` and `drizzle-kit migrate` instead. Nothing was written.",
+    );
+    this.foundVersion = details.foundVersion;
+    this.requiredVersion = details.requiredVersion;
+    this.missing = details.missing;
   }
 }

@@ -28,6 +28,8 @@ export type { AttemptStatus, CronledgerEvents, CronledgerHooks } from "./events.
 export { createAdminHandler, MIN_TOKEN_LENGTH } from "./admin/handler.js";
 export type { AdminHandler, AdminHandlerOptions } from "./admin/handler.js";
 export { startAdminServer } from "./admin/server.js";
+export { toNodeListener } from "./admin/node-listener.js";
+export type { NodeListener, NodeListenerOptions } from "./admin/node-listener.js";
 export type { AdminServer, AdminServerOptions } from "./admin/server.js";
 export { adminStatus, statusView } from "./admin/status.js";
 export type { AdminLedger, AdminStatus, BrokenEntryView, EntryProblemView, EntryView } from "./admin/status.js";
@@ -56,6 +58,7 @@ export {
   LeaseExpiredError,
   LeaseLostError,
   MigrationError,
+  MigrationRequiredError,
   NonRetryableError,
   PayloadValidationError,
   ScheduleValidationError,

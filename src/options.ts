@@ -48,6 +48,11 @@ export interface CronledgerOptions {
   readonly schedule?: readonly ScheduleEntry[];
   /** Separates apps sharing one database: each prunes and evaluates only its own ledger rows. */
   readonly namespace?: string;
+  /**
+   * Where cronledger's log lines go; default: the console. Any object with
+   * debug/info/warn/error taking `(message, fields)` (console, winston), or
+   * a pino logger, which takes `(fields, message)` and is called that way.
+   */
   readonly logger?: Logger;
   /** Listeners for ticks and job attempts (metrics, logs, the demo's event lines). */
   readonly hooks?: CronledgerHooks | readonly CronledgerHooks[];

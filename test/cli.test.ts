@@ -193,7 +193,8 @@ describe("cronledger against PostgreSQL", () => {
   it("refuses to work before migrate, then migrates idempotently", async () => {
     const early = await runCli(["status"], { env });
     expect(early.code).toBe(1);
-    expect(early.stderr).toContain("run `cronledger migrate`");
+    expect(early.stderr).toContain("error [migration_required]: cronledger's tables do not exist");
+    expect(early.stderr).toContain("Run `cronledger migrate`");
 
     const first = await runCli(["migrate"], { env });
     expect(first.code).toBe(0);

@@ -1,8 +1,8 @@
-import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { ConfigError } from "../errors.js";
 import { createAdminHandler, normalizeBasePath, type AdminHandler, type AdminHandlerOptions } from "./handler.js";
-import { redactError } from "../redact.js";
+import { toNodeListener } from "./node-listener.js";
 import type { AdminLedger } from "./status.js";
 
 export interface AdminServerOptions extends AdminHandlerOptions {
@@ -20,25 +20,6 @@ export interface AdminServer {
 
 const LOOPBACK_BINDS = new Set(["127.0.0.1", "::1", "localhost"]);
 
-/** The admin API takes no request bodies, so none is read: a client cannot make the server buffer one. */
-function toRequest(message: IncomingMessage, fallbackHost: string): Request {
-  const headers = new Headers();
-  for (const [name, value] of Object.entries(message.headers)) {
-    if (value === undefined) continue;
-    for (const item of Array.isArray(value) ? value : [value]) headers.append(name, item);
-  }
-  return new Request(new URL(message.url ?? "/", `http://${message.headers.host ?? fallbackHost}`), { method: message.method ?? "GET", headers });
-}
-
-async function send(response: Response, out: ServerResponse, head: boolean): Promise<void> {
-  const headers: Record<string, string> = {};
-  response.headers.forEach((value, name) => {
-    headers[name] = value;
-  });
-  out.writeHead(response.status, headers);
-  out.end(head ? undefined : Buffer.from(await response.arrayBuffer()));
-}
-
 /** Serves createAdminHandler on node:http; what `cronledger worker --admin-port` starts. */
 export async function startAdminServer(ledger: AdminLedger, options: AdminServerOptions): Promise<AdminServer> {
   const host = options.host ?? "127.0.0.1";
@@ -47,22 +28,12 @@ export async function startAdminServer(ledger: AdminLedger, options: AdminServer
   }
   const handler: AdminHandler = createAdminHandler(ledger, options);
   const fallbackHost = `${host.includes(":") ? `[${host}]` : host}:${options.port}`;
-  const server = createServer((message, out) => {
-    let request: Request;
-    try {
-      request = toRequest(message, fallbackHost);
-    } catch {
-      out.writeHead(400, { "content-type": "text/plain" }).end("bad request\n");
-      return;
-    }
-    handler(request)
-      .then((response) => send(response, out, message.method === "HEAD"))
-      .catch((error: unknown) => {
-        ledger.logger.error("admin server could not answer a request", { error: redactError(error) });
-        if (!out.headersSent) out.writeHead(500, { "content-type": "text/plain" });
-        out.end();
-      });
-  });
+  const server = createServer(
+    toNodeListener(handler, {
+      defaultHost: fallbackHost,
+      onError: (error) => ledger.logger.error("admin server could not answer a request", { error }),
+    }),
+  );
   // Slow or idle clients must not pin sockets of a process whose job is running jobs.
   server.headersTimeout = 10_000;
   server.requestTimeout = 30_000;

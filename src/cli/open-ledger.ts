@@ -1,8 +1,6 @@
-import { sql } from "drizzle-orm";
 import type { CronledgerConfig } from "../config.js";
 import { createCronledger, type Cronledger } from "../cronledger.js";
-import { query } from "../db/connection.js";
-import { ConfigError } from "../errors.js";
+import { ensureSchema } from "../db/schema-check.js";
 import type { ParsedArgs } from "./args.js";
 import { stderrLogger, type CliIO } from "./command.js";
 import { findConfigFile, loadConfig, requireConfigFile } from "./load-config.js";
@@ -42,10 +40,11 @@ export async function withLedger(
   }
 }
 
-/** Commands other than migrate need the tables; say how to create them instead of failing on a missing relation. */
+/**
+ * Commands other than migrate and preflight need the tables: the schema
+ * check (src/db/schema-check.ts) throws a MigrationRequiredError naming the
+ * command to run, before the command reads or writes anything.
+ */
 export async function assertMigrated(ledger: Cronledger): Promise<void> {
-  const [row] = await query<{ present: boolean }>(ledger.database.db, sql`select to_regclass('cronledger.jobs') is not null as present`);
-  if (!row?.present) {
-    throw new ConfigError(`cronledger's tables do not exist in ${ledger.database.label}: run \`cronledger migrate\` (or ledger.migrate()) first.`);
-  }
+  await ensureSchema(ledger.database);
 }

@@ -137,11 +137,20 @@ function openPglite(dataDir: string | undefined): Database {
 
 /**
  * Opens the database named by `setting`, falling back to DATABASE_URL and
- * then to embedded PGlite in ./.cronledger.
+ * then, unless NODE_ENV is production, to embedded PGlite in ./.cronledger.
  */
 export function openDatabase(setting: DatabaseSetting | undefined, env: NodeJS.ProcessEnv = process.env): Database {
   const resolved = setting ?? env.DATABASE_URL;
-  if (resolved === undefined || resolved === "") return openPglite(resolve(DEFAULT_EMBEDDED_DIR));
+  if (resolved === undefined || resolved === "") {
+    // A production deploy that lost its DATABASE_URL would otherwise "work" on a private, empty database.
+    if (env.NODE_ENV === "production") {
+      throw new ConfigError(
+        "No database configured and NODE_ENV is production: set DATABASE_URL, or `database` in createCronledger() / cronledger.config.ts. " +
+          'cronledger does not fall back to the embedded PGlite database in production; to use it on purpose, set database to "pglite:./.cronledger".',
+      );
+    }
+    return openPglite(resolve(DEFAULT_EMBEDDED_DIR));
+  }
   const url = typeof resolved === "string" ? resolved : resolved.url;
   const poolSize = typeof resolved === "string" ? 10 : (resolved.poolSize ?? 10);
   const clientConnectionCheck = typeof resolved === "string" ? DEFAULT_CLIENT_CONNECTION_CHECK : (resolved.clientConnectionCheck ?? DEFAULT_CLIENT_CONNECTION_CHECK);

@@ -1,8 +1,8 @@
 import { PGlite } from "@electric-sql/pglite";
 import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
-import { dirname, join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
+import { dirname, join } from "node:path";
+import { packagePath } from "../package-root.js";
 
 /**
  * A new PGlite cluster runs initdb inside WebAssembly: several CPU-seconds,
@@ -17,9 +17,9 @@ function pgliteVersion(): string {
   return manifest.version ?? "unknown";
 }
 
-/** Keyed by PGlite version: a cluster from another version would not start. Same path from src/db and dist/db. */
+/** Keyed by PGlite version: a cluster from another version would not start. Same path from src/, dist/ and dist/cjs/. */
 export function templateFile(): string {
-  return resolve(fileURLToPath(import.meta.url), "../../../dist/pglite-template", `pglite-${pgliteVersion()}.tar.gz`);
+  return packagePath("dist", "pglite-template", `pglite-${pgliteVersion()}.tar.gz`);
 }
 
 /** The template for a database that does not exist yet; undefined for an existing one or when no build left a template. */
