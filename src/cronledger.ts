@@ -2,6 +2,7 @@ import type { z } from "zod";
 import { createMetrics, type CronledgerMetrics } from "./admin/metrics.js";
 import { openDatabase, type Database, type DatabaseSetting } from "./db/connection.js";
 import { migrateDatabase } from "./db/migrate.js";
+import type { Executor } from "./db/executor.js";
 import { ensureSchema } from "./db/schema-check.js";
 import { InvalidArgumentError } from "./errors.js";
 import { combineHooks, type CronledgerEvents } from "./events.js";
@@ -79,7 +80,8 @@ export class Cronledger {
     this.logger.info(`using ${this.database.label}`);
     const parts = { database: this.database, logger: this.logger, events: this.events };
     this.scheduler = new Scheduler({ ...parts, namespace, schedule });
-    this.queue = new JobQueue({ ...parts, jobs: this.jobs, leaseMs: this.leaseMs, retention: chores.retention });
+    const byKey = new Map([...schedule.entries, ...schedule.choreEntries].map((entry) => [entry.ledgerKey, entry]));
+    this.queue = new JobQueue({ ...parts, jobs: this.jobs, leaseMs: this.leaseMs, retention: chores.retention, entryOf: (key) => byKey.get(key) });
   }
 
   /** Applies cronledger's migrations under an advisory lock; safe to call from every replica at boot. */
@@ -101,13 +103,13 @@ export class Cronledger {
    * commits or rolls back with the business rows.
    */
   async enqueue<S extends z.ZodType>(job: JobReference<S>, payload?: z.input<S>, options?: EnqueueOptions): Promise<EnqueuedJob> {
-    await this.ensureSchema();
+    await this.ensureSchema(this.queue.executor(options?.db));
     return this.queue.enqueue(job, payload, options);
   }
 
   /** Validates every payload first, then inserts all jobs in one statement (`{ db: tx }`: in the application's transaction). */
   async enqueueMany(requests: readonly EnqueueRequest[], options?: EnqueueManyOptions): Promise<EnqueuedJob[]> {
-    await this.ensureSchema();
+    await this.ensureSchema(this.queue.executor(options?.db));
     return this.queue.enqueueMany(requests, options);
   }
 
@@ -218,8 +220,8 @@ export class Cronledger {
    * (schema or connection) sets cronledger_init_failure and throws, e.g. a
    * MigrationRequiredError naming the command to run.
    */
-  private ensureSchema(): Promise<void> {
-    this.schemaCheck ??= ensureSchema(this.database).then(
+  private ensureSchema(executor?: Executor): Promise<void> {
+    this.schemaCheck ??= ensureSchema(this.database, executor).then(
       () => this.events.initFailure(false),
       (error: unknown) => {
         this.schemaCheck = undefined;

@@ -1,6 +1,7 @@
 import type { Registry } from "prom-client";
 import { z } from "zod";
-import type { Database, DatabaseSetting } from "./db/connection.js";
+import type { PGlite } from "@electric-sql/pglite";
+import { isPglite, type Database, type DatabaseSetting } from "./db/connection.js";
 import { parseDuration, type Duration } from "./duration.js";
 import { ConfigError } from "./errors.js";
 import type { CronledgerHooks } from "./events.js";
@@ -172,8 +173,9 @@ const databaseSetting = z.union(
       clientConnectionCheck: z.union([z.literal(false), z.number(), z.custom<Duration>((value) => typeof value === "string")]).optional(),
     }),
     object<Database>("an open Database", (value) => "db" in value && "kind" in value),
+    z.custom<PGlite>(isPglite),
   ],
-  { error: 'database must be a URL ("postgres://...", "memory://", "pglite:<dir>"), { url, poolSize?, clientConnectionCheck? } or an open Database' },
+  { error: 'database must be a URL ("postgres://...", "memory://", "pglite:<dir>"), { url, poolSize?, clientConnectionCheck? }, a PGlite instance or an open Database' },
 );
 
 const hooksObject = object<CronledgerHooks>("hooks must be an object of listener functions", () => true);

@@ -1,11 +1,11 @@
 import { fileURLToPath } from "node:url";
-import { sql } from "drizzle-orm";
+import { eq, sql } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
 // Like the example itself, from the built package: the app's code and the test share one Cronledger type.
 import { createCronledger, silentLogger } from "cronledger";
 import config from "../examples/drizzle-app/cronledger.config.js";
-import { openAppDatabase } from "../examples/drizzle-app/src/db.js";
-import { invoicesWithReminderState, remindCustomer } from "../examples/drizzle-app/src/reminders.js";
+import { cronledgerJobs, openAppDatabase } from "../examples/drizzle-app/src/db.js";
+import { InvoiceNotDueError, invoicesWithReminderState, remindCustomer } from "../examples/drizzle-app/src/reminders.js";
 import { invoices } from "../examples/drizzle-app/src/schema.js";
 import { runCli, watch } from "./support/child.js";
 import { useTestDatabase } from "./support/database.js";
@@ -49,6 +49,17 @@ describe("examples/drizzle-app deploy flow", () => {
       expect(await invoicesWithReminderState(app.db)).toEqual([
         { invoiceId: invoice!.id, customerEmail: "ada@example.com", reminderStatus: "queued", reminderAttempts: 0, reminderError: null },
       ]);
+
+      // A failure after the enqueue, inside the same transaction (the invoice is paid): neither the job nor the link remains.
+      const [paid] = await app.db
+        .insert(invoices)
+        .values({ customerEmail: "grace@example.com", amountCents: 100, dueAt: new Date("2026-11-30T00:00:00Z"), paidAt: new Date("2026-12-01T00:00:00Z") })
+        .returning();
+      await expect(remindCustomer(app.db, ledger, paid!.id, "2026-12-02")).rejects.toBeInstanceOf(InvoiceNotDueError);
+      const reminders = await app.db.select({ id: cronledgerJobs.id, payload: cronledgerJobs.payload }).from(cronledgerJobs);
+      expect(reminders).toEqual([{ id: first, payload: { invoiceId: invoice!.id } }]);
+      const [paidRow] = await app.db.select({ reminderJobId: invoices.reminderJobId }).from(invoices).where(eq(invoices.id, paid!.id));
+      expect(paidRow).toEqual({ reminderJobId: null });
     } finally {
       await ledger.close();
       await app.close();

@@ -135,7 +135,7 @@ describe("an older or incomplete schema", () => {
       // A version 2 that adds one column: the database, at version 1, lacks it.
       const shipped = schemaVersions();
       const next: SchemaVersion = { version: 2, tag: "0001_next", objects: new Set([...(shipped[0]?.objects ?? []), "column cronledger.jobs.next_column"]) };
-      const inspection = await inspectSchema(opened, [...shipped, next]);
+      const inspection = await inspectSchema(opened.db, [...shipped, next]);
       expect(inspection).toMatchObject({ foundVersion: 1, requiredVersion: 2, missing: ["column cronledger.jobs.next_column"], partial: [], empty: false });
 
       await opened.db.execute("drop index cronledger.jobs_ready_idx");

@@ -28,7 +28,14 @@ export type DatabaseSetting =
        * parameters (PgBouncer without it in ignore_startup_parameters).
        */
       clientConnectionCheck?: Duration | false;
-    };
+    }
+  /**
+   * The application's own PGlite instance: cronledger's tables live in it
+   * beside the application's, so `enqueue(..., { db: tx })` with the app's
+   * drizzle-orm/pglite transaction writes to the same database. close()
+   * leaves it open; the application owns it.
+   */
+  | PGlite;
 
 export const DEFAULT_EMBEDDED_DIR = ".cronledger";
 
@@ -110,15 +117,20 @@ function openPostgres(url: string, poolSize: number, clientConnectionCheck: Dura
 }
 
 function openPglite(dataDir: string | undefined): Database {
-  const statements = { count: 0 };
   const loadDataDir = templateFor(dataDir);
   const options = loadDataDir === undefined ? {} : { loadDataDir };
   if (dataDir !== undefined) mkdirSync(dataDir, { recursive: true });
   const client = dataDir === undefined ? new PGlite(options) : new PGlite(dataDir, options);
+  return wrapPglite(client, dataDir === undefined ? "embedded PGlite (in memory)" : `embedded PGlite at ${dataDir}`, true);
+}
+
+/** A PGlite client as a Database; `owned`: close() closes the client too. */
+function wrapPglite(client: PGlite, label: string, owned: boolean): Database {
+  const statements = { count: 0 };
   const db = drizzlePglite(client, { logger: countingLogger(statements) }) as unknown as Executor;
   return {
     kind: "pglite",
-    label: dataDir === undefined ? "embedded PGlite (in memory)" : `embedded PGlite at ${dataDir}`,
+    label,
     db,
     statements,
     async listen(channel, onMessage) {
@@ -130,9 +142,16 @@ function openPglite(dataDir: string | undefined): Database {
       return fn();
     },
     async close() {
-      if (!client.closed) await client.close();
+      if (owned && !client.closed) await client.close();
     },
   };
+}
+
+/** A PGlite instance, also one from another copy of the package (the application's own dependency). */
+export function isPglite(value: unknown): value is PGlite {
+  if (value instanceof PGlite) return true;
+  const candidate = value as Partial<PGlite> | null;
+  return typeof candidate === "object" && candidate !== null && typeof candidate.exec === "function" && typeof candidate.listen === "function" && "waitReady" in candidate;
 }
 
 /**
@@ -140,6 +159,7 @@ function openPglite(dataDir: string | undefined): Database {
  * then, unless NODE_ENV is production, to embedded PGlite in ./.cronledger.
  */
 export function openDatabase(setting: DatabaseSetting | undefined, env: NodeJS.ProcessEnv = process.env): Database {
+  if (isPglite(setting)) return wrapPglite(setting, "the application's PGlite database", false);
   const resolved = setting ?? env.DATABASE_URL;
   if (resolved === undefined || resolved === "") {
     // A production deploy that lost its DATABASE_URL would otherwise "work" on a private, empty database.

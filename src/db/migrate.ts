@@ -60,7 +60,7 @@ export async function migrateDatabase(database: Database): Promise<{ applied: nu
  * refused with what to do. Returns how many migrations it recorded.
  */
 async function adoptExistingTables(database: Database, journalled: number): Promise<number> {
-  const inspection = await inspectSchema(database);
+  const inspection = await inspectSchema(database.db);
   if (inspection.partial.length > 0) {
     throw new MigrationError(
       `cronledger's schema in ${database.label} is incomplete: it has ${inspection.partial.slice(0, 5).join(", ")} but lacks ` +

@@ -4,6 +4,7 @@ import { join } from "node:path";
 import { MigrationRequiredError } from "../errors.js";
 import { packagePath } from "../package-root.js";
 import { query, type Database } from "./connection.js";
+import type { Executor } from "./executor.js";
 
 /**
  * The schema check every entry point runs before it writes: does the
@@ -102,13 +103,13 @@ function schemaNames(all: readonly SchemaVersion[]): string[] {
 }
 
 /** One catalog statement: which of our schemas, tables, columns, indexes and constraints exist. */
-async function presentObjects(database: Database, all: readonly SchemaVersion[]): Promise<Set<string>> {
+async function presentObjects(executor: Executor, all: readonly SchemaVersion[]): Promise<Set<string>> {
   const schemas = sql.join(
     schemaNames(all).map((name) => sql`${name}`),
     sql`, `,
   );
   const rows = await query<{ object: string }>(
-    database.db,
+    executor,
     sql`select 'schema ' || n.nspname as object from pg_namespace n where n.nspname in (${schemas})
         union all
         select case c.relkind when 'i' then 'index ' else 'table ' end || n.nspname || '.' || c.relname
@@ -127,10 +128,10 @@ async function presentObjects(database: Database, all: readonly SchemaVersion[])
 }
 
 /** Which schema version the database is at, what it lacks, and whether it is a half-made schema. */
-export async function inspectSchema(database: Database, all: readonly SchemaVersion[] = schemaVersions()): Promise<SchemaInspection> {
+export async function inspectSchema(executor: Executor, all: readonly SchemaVersion[] = schemaVersions()): Promise<SchemaInspection> {
   const required = all[all.length - 1];
   if (required === undefined) throw new Error(`cronledger: no migrations found in ${MIGRATIONS_FOLDER}`);
-  const present = await presentObjects(database, all);
+  const present = await presentObjects(executor, all);
   // Migrations only add, so the version found is the newest whose objects are all there.
   let found: SchemaVersion | undefined;
   for (const version of all) if ([...version.objects].every((object) => present.has(object))) found = version;
@@ -149,11 +150,15 @@ const checked = new WeakMap<Database, Promise<void>>();
  * Throws MigrationRequiredError unless the database has everything this
  * version of cronledger needs. One catalog statement, once per Database
  * (memoized; a failure is not, so a process retries after a migration).
+ * `executor`: where to read the catalog, default the database itself; the
+ * application's transaction when the first write is an enqueue inside it
+ * (PGlite runs one transaction at a time, so a read beside it would wait
+ * for the transaction, which waits for the enqueue).
  */
-export function ensureSchema(database: Database): Promise<void> {
+export function ensureSchema(database: Database, executor: Executor = database.db): Promise<void> {
   let pending = checked.get(database);
   if (pending === undefined) {
-    pending = inspectSchema(database).then((inspection) => {
+    pending = inspectSchema(executor).then((inspection) => {
       if (inspection.missing.length === 0) return;
       throw new MigrationRequiredError({
         database: database.label,

@@ -1,5 +1,7 @@
+import type { z } from "zod";
 import { childLogger, type Logger } from "../log.js";
-import type { JobContext, JobDefinition, JobResult } from "./define-job.js";
+import type { JobContext, JobDefinition, JobResult, JobSchedule } from "./define-job.js";
+import type { EnqueuedJob, EnqueueManyOptions, EnqueueOptions, Enqueuer, EnqueueRequest, JobReference } from "./enqueue.js";
 
 export interface AttemptInput {
   readonly jobId: number;
@@ -7,6 +9,15 @@ export interface AttemptInput {
   readonly attempt: number;
   readonly maxAttempts: number;
   readonly scheduledFor: Date | null;
+  /** The job's `schedule_key`; null for enqueued jobs. */
+  readonly scheduleKey: string | null;
+}
+
+/** What every attempt of a worker shares: its logger, the enqueuer behind `ctx.enqueue`, and the loaded entries by ledger key. */
+export interface AttemptServices {
+  readonly logger: Logger;
+  readonly enqueuer: Enqueuer;
+  entryOf(ledgerKey: string): { readonly identity: string; readonly entryKey: string | undefined } | undefined;
 }
 
 /**
@@ -21,6 +32,7 @@ export class Attempt implements JobContext {
   readonly attempt: number;
   readonly maxAttempts: number;
   readonly scheduledFor: Date | null;
+  private readonly scheduleKey: string | null;
   /** Why the worker ended this attempt; undefined while it may run on. */
   abortReason: unknown;
   private aborted = false;
@@ -30,13 +42,29 @@ export class Attempt implements JobContext {
 
   constructor(
     input: AttemptInput,
-    private readonly baseLogger: Logger,
+    private readonly services: AttemptServices,
   ) {
     this.jobId = input.jobId;
     this.jobName = input.jobName;
     this.attempt = input.attempt;
     this.maxAttempts = input.maxAttempts;
     this.scheduledFor = input.scheduledFor;
+    this.scheduleKey = input.scheduleKey;
+  }
+
+  get schedule(): JobSchedule | null {
+    if (this.scheduleKey === null || this.scheduledFor === null) return null;
+    const entry = this.services.entryOf(this.scheduleKey);
+    return { key: this.scheduleKey, identity: entry?.identity ?? null, entryKey: entry?.entryKey ?? null, slot: this.scheduledFor };
+  }
+
+  /** Enqueues a follow-up job; `{ db: tx }` writes it in the handler's own transaction. */
+  enqueue<S extends z.ZodType>(job: JobReference<S>, payload?: z.input<S>, options?: EnqueueOptions): Promise<EnqueuedJob> {
+    return this.services.enqueuer.enqueue(job, payload, options);
+  }
+
+  enqueueMany(requests: readonly EnqueueRequest[], options?: EnqueueManyOptions): Promise<EnqueuedJob[]> {
+    return this.services.enqueuer.enqueueMany(requests, options);
   }
 
   get signal(): AbortSignal {
@@ -49,7 +77,7 @@ export class Attempt implements JobContext {
 
   get log(): Logger {
     // Prefixed with the job so interleaved jobs stay readable; redacted, since handlers log what they hold.
-    this.logger ??= childLogger(this.baseLogger, { job: this.jobName, jobId: this.jobId, attempt: this.attempt }, true);
+    this.logger ??= childLogger(this.services.logger, { job: this.jobName, jobId: this.jobId, attempt: this.attempt }, true);
     return this.logger;
   }
 

@@ -2,10 +2,23 @@ import { z } from "zod";
 import { parseDuration, type Duration } from "../duration.js";
 import { ConfigError } from "../errors.js";
 import type { Logger } from "../log.js";
+import type { Enqueuer } from "./enqueue.js";
 import { resolveRetryPolicy, type RetryClass, type RetryPolicy } from "./retry.js";
 
+/** The schedule entry and slot a scheduled job was fired for. */
+export interface JobSchedule {
+  /** The entry's ledger key (`cronledger.schedule_state.key`, also the job's `schedule_key`). */
+  readonly key: string;
+  /** The entry's identity (job, entry key, canonical cron, time zone); null when this process does not load that entry (a rollout). */
+  readonly identity: string | null;
+  /** The entry's own `key`, if it has one; null otherwise or when the entry is not loaded here. */
+  readonly entryKey: string | null;
+  /** The slot this run is for. */
+  readonly slot: Date;
+}
+
 /** What a handler sees besides its payload. */
-export interface JobContext {
+export interface JobContext extends Enqueuer {
   readonly jobId: number;
   readonly jobName: string;
   /** 1 on the first run, incremented by every retry. */
@@ -13,6 +26,8 @@ export interface JobContext {
   readonly maxAttempts: number;
   /** The slot this run is for, for scheduled jobs; null for enqueued ones. */
   readonly scheduledFor: Date | null;
+  /** The schedule entry and slot that produced this job; null for enqueued jobs. */
+  readonly schedule: JobSchedule | null;
   /** Aborted on timeout and on shutdown past the grace period: pass it to fetch() and friends. */
   readonly signal: AbortSignal;
   readonly log: Logger;

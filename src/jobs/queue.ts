@@ -13,6 +13,7 @@ import {
 } from "../db/sql/jobs.js";
 import type { CronledgerEvents } from "../events.js";
 import type { Logger } from "../log.js";
+import type { AttemptServices } from "./attempt.js";
 import type { JobDefinition } from "./define-job.js";
 import { enqueueJobs, type EnqueuedJob, type EnqueueManyOptions, type EnqueueOptions, type Enqueuer, type EnqueueRequest, type JobReference } from "./enqueue.js";
 import { listFailures, type FailureFilter, type FailurePage } from "./failures.js";
@@ -28,6 +29,8 @@ export interface JobQueueOptions {
   readonly logger: Logger;
   readonly leaseMs: number;
   readonly retention: ResolvedRetention;
+  /** The loaded schedule entry of a ledger key, for `ctx.schedule`. */
+  readonly entryOf?: (ledgerKey: string) => { readonly identity: string; readonly entryKey: string | undefined } | undefined;
 }
 
 /**
@@ -36,21 +39,32 @@ export interface JobQueueOptions {
  * (src/jobs/worker.ts) claim, complete and heartbeat through it; the chores
  * reap and prune through it; the admin views read failures and counts.
  */
-export class JobQueue implements Enqueuer {
+export class JobQueue implements Enqueuer, AttemptServices {
   readonly database: Database;
   readonly jobs: ReadonlyMap<string, JobDefinition>;
   readonly events: CronledgerEvents;
   readonly logger: Logger;
   readonly leaseMs: number;
   private readonly retention: ResolvedRetention;
+  private readonly entries: JobQueueOptions["entryOf"];
 
   constructor(options: JobQueueOptions) {
+    this.entries = options.entryOf;
     this.database = options.database;
     this.jobs = options.jobs;
     this.events = options.events;
     this.logger = options.logger;
     this.leaseMs = options.leaseMs;
     this.retention = options.retention;
+  }
+
+  /** The loaded entry behind a ledger key (a scheduled job's `ctx.schedule`). */
+  entryOf(ledgerKey: string): { readonly identity: string; readonly entryKey: string | undefined } | undefined {
+    return this.entries?.(ledgerKey);
+  }
+
+  get enqueuer(): Enqueuer {
+    return this;
   }
 
   async enqueue<S extends z.ZodType>(job: JobReference<S>, payload?: z.input<S>, options: EnqueueOptions = {}): Promise<EnqueuedJob> {
@@ -69,8 +83,12 @@ export class JobQueue implements Enqueuer {
    * enqueue atomically with its own writes).
    */
   private insert(requests: readonly EnqueueRequest[], db: Executor | undefined): Promise<EnqueuedJob[]> {
-    const executor = db === undefined ? this.database.db : asExecutor(db, "The `db` enqueue option");
-    return enqueueJobs(executor, this.jobs, requests);
+    return enqueueJobs(this.executor(db), this.jobs, requests);
+  }
+
+  /** Where a write goes: the application's database or transaction when given (checked), else cronledger's own. */
+  executor(db: Executor | undefined): Executor {
+    return db === undefined ? this.database.db : asExecutor(db, "The `db` enqueue option");
   }
 
   claim(request: ClaimRequest): Promise<ClaimedJob[]> {

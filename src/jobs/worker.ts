@@ -215,8 +215,9 @@ export class Worker {
         attempt: job.attempts,
         maxAttempts: job.maxAttempts,
         scheduledFor: job.scheduledForMs === null ? null : new Date(job.scheduledForMs),
+        scheduleKey: job.scheduleKey,
       },
-      this.queue.logger,
+      this.queue,
     );
     const settled = this.execute(job, definition, attempt).then(
       (completion) => this.settle(job, definition, completion, started),
