@@ -18,6 +18,7 @@ import { runTick, type FireMemo, type TickOptions, type TickReport } from "./sch
 import { loadSchedule, type ResolvedEntry } from "./schedule/validate.js";
 import type { ScheduleProblem } from "./errors.js";
 import { parseDuration, type Duration } from "./duration.js";
+import { resolveMaxPayloadBytes } from "./jobs/payload-limit.js";
 import { DEFAULT_LEASE_MS, reapStaleJobs, type ReapReport } from "./jobs/reaper.js";
 import { pruneFinishedJobs, resolveRetention, type ResolvedRetention } from "./jobs/retention.js";
 import { Worker, type WorkOptions, type WorkSummary } from "./jobs/worker.js";
@@ -47,6 +48,12 @@ export interface CronledgerOptions {
   readonly chores?: ChoresSetting;
   /** A running job without a heartbeat for this long is reaped; default 30 s. Heartbeats go every lease/3. */
   readonly lease?: Duration;
+  /**
+   * Largest payload, in bytes of its stored JSON, that enqueue, enqueueMany and
+   * schedule entries accept; default 1 MiB (1048576). Larger ones are refused
+   * with a PayloadTooLargeError before anything is written.
+   */
+  readonly maxPayloadBytes?: number;
 }
 
 export interface EntryStatus {
@@ -85,6 +92,7 @@ export class Cronledger {
   private readonly deferred = new Map<string, number>();
   private readonly clock: { offsetMs: number | undefined } = { offsetMs: undefined };
   readonly leaseMs: number;
+  readonly maxPayloadBytes: number;
   private readonly retention: ResolvedRetention;
   private readonly choreEntries: readonly ResolvedEntry[];
   private readonly entriesWithChores: readonly ResolvedEntry[];
@@ -114,10 +122,11 @@ export class Cronledger {
     }
     this.jobs = registry;
     this.leaseMs = parseDuration(options.lease ?? DEFAULT_LEASE_MS, "lease");
+    this.maxPayloadBytes = resolveMaxPayloadBytes(options.maxPayloadBytes);
     this.retention = resolveRetention(typeof options.chores === "object" ? options.chores.retention : undefined);
     this.choresActive = options.chores !== undefined && options.chores !== false;
     // Throws one ScheduleValidationError listing every problem: a worker refuses to boot on a broken schedule.
-    const loaded = loadSchedule(options.schedule ?? [], jobs, { namespace: this.namespace });
+    const loaded = loadSchedule(options.schedule ?? [], jobs, { namespace: this.namespace, maxPayloadBytes: this.maxPayloadBytes });
     this.entries = loaded.entries;
     this.warnings = loaded.warnings;
     this.choreEntries = loadSchedule(chores.schedule, chores.jobs, { namespace: this.namespace }).entries;
@@ -148,13 +157,13 @@ export class Cronledger {
 
   async enqueue<S extends z.ZodType>(job: JobReference<S>, payload?: z.input<S>, options?: EnqueueOptions): Promise<EnqueuedJob> {
     const request: EnqueueRequest = { job: job as JobReference, payload, ...(options === undefined ? {} : { options }) };
-    const [result] = await enqueueJobs(this.database, this.jobs, [request]);
+    const [result] = await enqueueJobs(this.database, this.jobs, [request], this.maxPayloadBytes);
     return result as EnqueuedJob;
   }
 
   /** Validates every payload first, then inserts all jobs in one statement. */
   async enqueueMany(requests: readonly EnqueueRequest[]): Promise<EnqueuedJob[]> {
-    return enqueueJobs(this.database, this.jobs, requests);
+    return enqueueJobs(this.database, this.jobs, requests, this.maxPayloadBytes);
   }
 
   /** One scheduler pass at `now` (default: the database clock). */

@@ -47,10 +47,11 @@ export class InvalidDurationError extends CronledgerError {
 export class JobNotRegisteredError extends CronledgerError {
   readonly jobName: string;
 
-  constructor(jobName: string) {
+  /** `didYouMean`: the registered name closest to a misspelt one. */
+  constructor(jobName: string, didYouMean?: string) {
     super(
       "job_not_registered",
-      `JobNotRegisteredError: job "${jobName}" is not registered in this worker; pass its defineJob() result in createCronledger({ jobs }) or deploy a worker that has it.`,
+      `JobNotRegisteredError: job "${jobName}" is not registered in this worker${didYouMean === undefined ? "" : ` (did you mean "${didYouMean}"?)`}; pass its defineJob() result in createCronledger({ jobs }) or deploy a worker that has it.`,
     );
     this.jobName = jobName;
   }
@@ -68,6 +69,20 @@ export class PayloadValidationError extends CronledgerError {
     );
     this.jobName = jobName;
     this.issues = issues;
+  }
+}
+
+/** A payload whose stored JSON is over `maxPayloadBytes`; nothing was written. */
+export class PayloadTooLargeError extends CronledgerError {
+  readonly jobName: string;
+  readonly bytes: number;
+  readonly maxBytes: number;
+
+  constructor(jobName: string, bytes: number, maxBytes: number, message: string) {
+    super("payload_too_large", message);
+    this.jobName = jobName;
+    this.bytes = bytes;
+    this.maxBytes = maxBytes;
   }
 }
 

@@ -5,6 +5,7 @@ export { defineConfig } from "./config.js";
 export type { CronledgerConfig } from "./config.js";
 export type { DatabaseSetting } from "./db/connection.js";
 export { defineJob, skip, noop } from "./jobs/define-job.js";
+export { DEFAULT_MAX_PAYLOAD_BYTES } from "./jobs/payload-limit.js";
 export type { JobContext, JobDefinition, JobOptions, JobOutcome, JobResult } from "./jobs/define-job.js";
 export { RETRY_CLASSES, retryDelayMs } from "./jobs/retry.js";
 export type { BackoffRetryPolicy, CustomRetryPolicy, RetryClass, RetryPolicy } from "./jobs/retry.js";
@@ -52,6 +53,7 @@ export {
   JobNotRegisteredError,
   MigrationError,
   NonRetryableError,
+  PayloadTooLargeError,
   PayloadValidationError,
   ScheduleValidationError,
 } from "./errors.js";
