@@ -3,7 +3,7 @@ import { ConfigError } from "../errors.js";
 import type { FailureFilter, FailureTicket } from "./failures.js";
 import { InvalidFailureFilterError, summarizeIdempotencyKey } from "./failures.js";
 import { renderSchedulePage } from "./page.js";
-import { redactError } from "./redact.js";
+import { logFailure } from "../log.js";
 import { JobNotFailedError, JobNotFoundError } from "./retry-job.js";
 import { adminStatus, type AdminLedger } from "./status.js";
 
@@ -216,7 +216,7 @@ export function createAdminHandler(ledger: AdminLedger, options: AdminHandlerOpt
       if (error instanceof InvalidFailureFilterError) return problem(400, error.code, error.message);
       if (error instanceof JobNotFoundError) return problem(404, error.code, error.message);
       if (error instanceof JobNotFailedError) return problem(409, error.code, error.message);
-      ledger.logger.error("admin request failed", { method: request.method, path: url.pathname, error: redactError(error) });
+      logFailure(ledger.logger, "error", "admin request failed", { method: request.method, path: url.pathname }, error);
       return problem(500, "internal_error", "The request failed; the server log has the details.");
     }
   };

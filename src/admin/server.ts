@@ -2,7 +2,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from "node:ht
 import type { AddressInfo } from "node:net";
 import { ConfigError } from "../errors.js";
 import { createAdminHandler, normalizeBasePath, type AdminHandler, type AdminHandlerOptions } from "./handler.js";
-import { redactError } from "./redact.js";
+import { logFailure } from "../log.js";
 import type { AdminLedger } from "./status.js";
 
 export interface AdminServerOptions extends AdminHandlerOptions {
@@ -58,7 +58,7 @@ export async function startAdminServer(ledger: AdminLedger, options: AdminServer
     handler(request)
       .then((response) => send(response, out, message.method === "HEAD"))
       .catch((error: unknown) => {
-        ledger.logger.error("admin server could not answer a request", { error: redactError(error) });
+        logFailure(ledger.logger, "error", "admin server could not answer a request", {}, error);
         if (!out.headersSent) out.writeHead(500, { "content-type": "text/plain" });
         out.end();
       });

@@ -2,12 +2,12 @@ import { randomBytes } from "node:crypto";
 import { hostname } from "node:os";
 import { sql } from "drizzle-orm";
 import { query, type Database } from "../db/connection.js";
-import { rootMessage } from "../db/transient.js";
+import { retryCapMs } from "../db/diagnose.js";
 import { parseDuration, type Duration } from "../duration.js";
 import { ConfigError, JobNotRegisteredError, NonRetryableError } from "../errors.js";
 import { redactError } from "../admin/redact.js";
 import type { AttemptStatus, CronledgerEvents } from "../events.js";
-import type { Logger } from "../log.js";
+import { logFailure, type Logger } from "../log.js";
 import { Attempt } from "./attempt.js";
 import { describeIssues, type JobDefinition } from "./define-job.js";
 import { JOBS_CHANNEL, notifyQueues } from "./insert-jobs.js";
@@ -206,7 +206,7 @@ export class Worker {
           if (this.queues.includes(queue)) this.wake();
         });
       } catch (error) {
-        this.host.logger.warn("LISTEN failed; relying on polling until the next start", { worker: this.id, error: redactError(error) });
+        logFailure(this.host.logger, "warn", "LISTEN failed; relying on polling until the next start", { worker: this.id }, error);
       }
       this.pollTimer = setInterval(() => this.wake(), this.pollMs);
     }
@@ -300,8 +300,8 @@ export class Worker {
       );
       this.claimBackoffMs = 0;
     } catch (error) {
-      this.claimBackoffMs = Math.min(MAX_BACKOFF_MS, Math.max(100, this.claimBackoffMs * 2));
-      this.host.logger.warn("claiming jobs failed; retrying", { worker: this.id, retryInMs: this.claimBackoffMs, error: redactError(error) });
+      this.claimBackoffMs = Math.min(retryCapMs(error, MAX_BACKOFF_MS), Math.max(100, this.claimBackoffMs * 2));
+      logFailure(this.host.logger, "warn", "claiming jobs failed; retrying", { worker: this.id, retryInMs: this.claimBackoffMs }, error);
       this.retryTimer = setTimeout(() => {
         this.retryTimer = undefined;
         this.pump();
@@ -518,13 +518,8 @@ export class Worker {
       this.flushBackoffMs = 0;
     } catch (error) {
       this.pending = batch.concat(this.pending);
-      this.flushBackoffMs = Math.min(MAX_BACKOFF_MS, Math.max(100, this.flushBackoffMs * 2));
-      this.host.logger.warn("recording finished jobs failed; retrying", {
-        worker: this.id,
-        jobs: batch.length,
-        retryInMs: this.flushBackoffMs,
-        error: redactError(error),
-      });
+      this.flushBackoffMs = Math.min(retryCapMs(error, MAX_BACKOFF_MS), Math.max(100, this.flushBackoffMs * 2));
+      logFailure(this.host.logger, "warn", "recording finished jobs failed; retrying", { worker: this.id, jobs: batch.length, retryInMs: this.flushBackoffMs }, error);
     }
   }
 
@@ -539,11 +534,7 @@ export class Worker {
     try {
       alive = await heartbeatJobs(this.host.database, this.id, ids);
     } catch (error) {
-      this.host.logger.warn("heartbeat failed; the reaper takes jobs back if this lasts longer than the lease", {
-        worker: this.id,
-        leaseMs: this.leaseMs,
-        error: rootMessage(error),
-      });
+      logFailure(this.host.logger, "warn", "heartbeat failed; the reaper takes jobs back if this lasts longer than the lease", { worker: this.id, leaseMs: this.leaseMs }, error);
       return;
     }
     for (const id of ids) {

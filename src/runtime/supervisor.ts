@@ -1,6 +1,6 @@
 import { parseDuration, type Duration } from "../duration.js";
-import { redactError } from "../admin/redact.js";
-import type { Logger } from "../log.js";
+import { retryCapMs } from "../db/diagnose.js";
+import { logFailure, type Logger } from "../log.js";
 import type { WorkOptions, Worker, WorkSummary } from "../jobs/worker.js";
 import type { TickReport } from "../schedule/tick.js";
 
@@ -30,8 +30,9 @@ const TICK_MARGIN_MS = 2;
 const MIN_TICK_SLEEP_MS = 5;
 const MAX_RESTART_BACKOFF_MS = 5_000;
 
-function restartBackoff(failures: number): number {
-  return Math.min(MAX_RESTART_BACKOFF_MS, 250 * 2 ** Math.max(0, failures - 1));
+/** 250 ms doubling to 5 s; to a minute for a persistent cause such as a wrong password (see retryCapMs). */
+function restartBackoff(failures: number, error: unknown): number {
+  return Math.min(retryCapMs(error, MAX_RESTART_BACKOFF_MS), 250 * 2 ** Math.max(0, failures - 1));
 }
 
 /** setTimeout that ends early when `signal` aborts. */
@@ -109,7 +110,7 @@ export class Supervisor {
     this.host.logger.info(`${signal} received: stopping gracefully (send it again to abort running jobs now)`);
     void this.stop()
       .then(() => this.host.close())
-      .catch((error: unknown) => this.host.logger.error("graceful stop failed", { error: redactError(error) }))
+      .catch((error: unknown) => logFailure(this.host.logger, "error", "graceful stop failed", {}, error))
       .finally(() => {
         // Nobody else listens: let the signal do what it would have done without us (end the process).
         if (process.listenerCount(signal) === 0) process.kill(process.pid, signal);
@@ -128,8 +129,8 @@ export class Supervisor {
         delay = Math.min(this.maxTickMs, Math.max(MIN_TICK_SLEEP_MS, untilNext));
       } catch (error) {
         failures += 1;
-        delay = restartBackoff(failures);
-        this.host.logger.error("scheduler tick failed; retrying", { attempt: failures, retryInMs: delay, error: redactError(error) });
+        delay = restartBackoff(failures, error);
+        logFailure(this.host.logger, "error", "scheduler tick failed; retrying", { attempt: failures, retryInMs: delay }, error);
       }
       await sleep(delay, signal);
     }
@@ -147,8 +148,8 @@ export class Supervisor {
         failures = 0;
       } catch (error) {
         failures += 1;
-        const delay = restartBackoff(failures);
-        this.host.logger.error("worker crashed; restarting it", { attempt: failures, retryInMs: delay, error: redactError(error) });
+        const delay = restartBackoff(failures, error);
+        logFailure(this.host.logger, "error", "worker crashed; restarting it", { attempt: failures, retryInMs: delay }, error);
         await worker.stop(0).catch(() => undefined);
         await sleep(delay, signal);
       }

@@ -1,6 +1,7 @@
 import { sql } from "drizzle-orm";
 import { redact } from "../admin/redact.js";
 import { query, type Database } from "../db/connection.js";
+import { diagnoseDatabaseError } from "../db/diagnose.js";
 import { isTransientDatabaseError, rootMessage } from "../db/transient.js";
 import { CronledgerError } from "../errors.js";
 import { jobInsertCtes } from "../jobs/insert-jobs.js";
@@ -403,7 +404,8 @@ async function runPass(context: TickContext, plan: Plan, into: PassResult, upcom
     return await inPhase("pass", undefined, () => runStatement(context, plan, plan.entries, into, upcoming));
   } catch (error) {
     const original = error instanceof PhaseError ? error.original : error;
-    if (isTransientDatabaseError(original) || plan.entries.length === 0) throw error;
+    // A connection problem (refused, wrong password...) is no entry's fault: the pass fails, nothing is quarantined.
+    if (isTransientDatabaseError(original) || diagnoseDatabaseError(original) || plan.entries.length === 0) throw error;
     context.logger.warn("tick statement failed; retrying entries one by one to isolate the failure", { error: redact(rootMessage(original)) });
   }
   let nowMs: number | undefined;
@@ -411,7 +413,7 @@ async function runPass(context: TickContext, plan: Plan, into: PassResult, upcom
     try {
       nowMs = await runStatement(context, plan, [entry], into, upcoming);
     } catch (error) {
-      if (isTransientDatabaseError(error)) throw new PhaseError("enqueue", entry.identity, error);
+      if (isTransientDatabaseError(error) || diagnoseDatabaseError(error)) throw new PhaseError("enqueue", entry.identity, error);
       quarantine(context, plan, entry, error, into);
     }
   }
