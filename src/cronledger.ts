@@ -263,11 +263,13 @@ export class Cronledger {
   async start(options: StartOptions = {}): Promise<void> {
     if (this.supervisor) throw new ConfigError("start() was already called on this Cronledger; call stop() first.");
     if (this.choreEntries.length > 0) this.choresActive = true;
-    this.supervisor = new Supervisor(
+    const supervisor = new Supervisor(
       { logger: this.logger, tick: () => this.tick(), createWorker: (workOptions) => this.createWorker(workOptions), close: () => this.close() },
       options,
     );
-    this.supervisor.start();
+    // Throws on invalid options before anything runs; only a started supervisor is kept.
+    supervisor.start();
+    this.supervisor = supervisor;
   }
 
   /**

@@ -1,3 +1,5 @@
+import type { z } from "zod";
+
 /** The closest candidate within a typo's distance, for "did you mean ...?" hints; undefined when none is close. */
 export function closest(input: string, candidates: readonly string[]): string | undefined {
   let best: string | undefined;
@@ -24,4 +26,25 @@ function editDistance(a: string, b: string): number {
     previous = current;
   }
   return previous[b.length] ?? 0;
+}
+
+/**
+ * Zod issues of an object's shape as "field: problem", joined by "; ": an
+ * unknown field gets a did-you-mean among `fields`, or, when none is close,
+ * the list of them (`entries take job, cron, ...`).
+ */
+export function describeShapeIssues(error: z.ZodError, fields: readonly string[], owner: string): string {
+  return error.issues
+    .map((issue) => {
+      if (issue.code === "unrecognized_keys") {
+        return issue.keys
+          .map((key) => {
+            const hint = closest(key, fields);
+            return `unknown field "${key}" (${hint ? `did you mean "${hint}"?` : `${owner} ${fields.join(", ")}`})`;
+          })
+          .join("; ");
+      }
+      return issue.path.length === 0 ? issue.message : `${issue.path.join(".")}: ${issue.message}`;
+    })
+    .join("; ");
 }

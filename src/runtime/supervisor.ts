@@ -75,8 +75,10 @@ export class Supervisor {
   }
 
   start(): void {
+    // Made before the ticker starts: invalid worker options (concurrency, queues, ...) throw here, before anything is written.
+    const first = this.options.workers !== false ? this.host.createWorker(this.options) : undefined;
     if (this.options.ticker !== false) this.loops.push(this.runTicker());
-    if (this.options.workers !== false) this.loops.push(this.runWorkers());
+    if (first) this.loops.push(this.runWorkers(first));
     if (this.options.handleSignals !== false) {
       process.on("SIGTERM", this.onSignal);
       process.on("SIGINT", this.onSignal);
@@ -136,11 +138,13 @@ export class Supervisor {
     }
   }
 
-  private async runWorkers(): Promise<void> {
+  private async runWorkers(first: Worker): Promise<void> {
     const signal = this.stopping.signal;
     let failures = 0;
+    let next: Worker | undefined = first;
     while (!signal.aborted) {
-      const worker = this.host.createWorker(this.options);
+      const worker = next ?? this.host.createWorker(this.options);
+      next = undefined;
       this.worker = worker;
       try {
         const summary = await worker.run();

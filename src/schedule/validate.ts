@@ -3,7 +3,7 @@ import { parseDuration } from "../duration.js";
 import { CronledgerError, ScheduleValidationError, type ScheduleProblem } from "../errors.js";
 import { isJobDefinition, storablePayload, type JobDefinition } from "../jobs/define-job.js";
 import { describeTooLarge, resolveMaxPayloadBytes } from "../jobs/payload-limit.js";
-import { closest } from "../suggest.js";
+import { closest, describeShapeIssues } from "../suggest.js";
 import { parseCron, type ParsedCron } from "./cron.js";
 import { entryIdentity, ledgerKey } from "./identity.js";
 import { slotCalendar, type SlotCalendar } from "./slot-calendar.js";
@@ -66,23 +66,6 @@ const entryShape = z.strictObject(
 );
 const ENTRY_FIELDS = Object.keys(entryShape.shape);
 
-/** Zod issues of the entry shape as "field: problem", with a hint for misspelt field names. */
-function describeShapeIssues(error: z.ZodError): string {
-  return error.issues
-    .map((issue) => {
-      if (issue.code === "unrecognized_keys") {
-        return issue.keys
-          .map((key) => {
-            const hint = closest(key, ENTRY_FIELDS);
-            return `unknown field "${key}" (${hint ? `did you mean "${hint}"?` : `entries take ${ENTRY_FIELDS.join(", ")}`})`;
-          })
-          .join("; ");
-      }
-      return issue.path.length === 0 ? issue.message : `${issue.path.join(".")}: ${issue.message}`;
-    })
-    .join("; ");
-}
-
 function describe(index: number, jobName: string | undefined): string {
   return `schedule[${index}]${jobName ? ` (${jobName})` : ""}`;
 }
@@ -124,7 +107,7 @@ export function resolveSchedule(
 
     const shape = entryShape.safeParse(raw);
     if (!shape.success) {
-      report("invalid_entry", `${describeShapeIssues(shape.error)}.`);
+      report("invalid_entry", `${describeShapeIssues(shape.error, ENTRY_FIELDS, "entries take")}.`);
       return;
     }
     const entry = shape.data;
