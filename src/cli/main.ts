@@ -18,6 +18,15 @@ export const COMMANDS: readonly Command[] = [preflight, migrate, worker, status,
 /** How long the process may linger after a command finished, e.g. on a pool a config file opened, before it is ended. */
 const EXIT_GRACE_MS = 2_000;
 
+/** Shows the stack trace and the full error of a failure, and debug log lines. */
+const VERBOSE_FLAG = "--verbose";
+
+/** DEBUG=1, DEBUG=true, DEBUG=* or a DEBUG list naming cronledger, as the `debug` package reads it. */
+function debugRequested(env: NodeJS.ProcessEnv): boolean {
+  const value = env.DEBUG?.trim() ?? "";
+  return value === "1" || value === "true" || value.split(/[\s,]+/).some((name) => name === "*" || name.startsWith("cronledger"));
+}
+
 function version(): string {
   const manifest = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version?: string };
   return manifest.version ?? "unknown";
@@ -50,11 +59,7 @@ export async function main(argv: readonly string[], io: CliIO): Promise<number> 
       const hint = closest(name, COMMANDS.map((candidate) => candidate.name));
       throw new UsageError(`Unknown command ${JSON.stringify(name)}.${hint ? ` Did you mean \`cronledger ${hint}\`?` : ""} Run \`cronledger --help\` for the list.`);
     }
-    const args = parseArgs(
-      rest.filter((arg) => arg !== VERBOSE_FLAG),
-      command.options,
-      command.name,
-    );
+    const args = parseArgs(rest.filter((arg) => arg !== VERBOSE_FLAG), command.options, command.name);
     if (args.help) {
       io.stdout(commandHelp(command));
       return 0;
@@ -70,15 +75,6 @@ export async function main(argv: readonly string[], io: CliIO): Promise<number> 
     if (verbose && error instanceof Error) io.stderr(redactError(error) + (error.stack ? `\n${error.stack.split("\n").slice(1).join("\n")}` : ""));
     return 1;
   }
-}
-
-/** Shows the stack trace and the full error of a failure, and debug log lines. */
-const VERBOSE_FLAG = "--verbose";
-
-/** DEBUG=1, DEBUG=true, DEBUG=* or a DEBUG list naming cronledger, as the `debug` package reads it. */
-function debugRequested(env: NodeJS.ProcessEnv): boolean {
-  const value = env.DEBUG?.trim() ?? "";
-  return value === "1" || value === "true" || value.split(/[\s,]+/).some((name) => name === "*" || name.startsWith("cronledger"));
 }
 
 /**
