@@ -13,6 +13,7 @@ export interface BackoffOptions {
 
 export class Backoff {
   private failures = 0;
+  private lastMs = 0;
 
   constructor(private readonly options: BackoffOptions) {}
 
@@ -21,15 +22,20 @@ export class Backoff {
     return Math.min(options.maxMs, options.initialMs * options.factor ** Math.max(0, failure - 1));
   }
 
-  /** Counts a failure and returns how long to wait before the next try. */
-  next(): number {
+  /**
+   * Counts a failure and returns how long to wait before the next try; `capMs`
+   * replaces the cap for this wait (a persistent database problem waits up
+   * to a minute, see retryCapMs in src/db/diagnose.ts).
+   */
+  next(capMs: number = this.options.maxMs): number {
     this.failures += 1;
-    return Backoff.delay(this.options, this.failures);
+    this.lastMs = Backoff.delay({ ...this.options, maxMs: capMs }, this.failures);
+    return this.lastMs;
   }
 
   /** The wait the last failure asked for; 0 after a success. */
   get currentMs(): number {
-    return this.failures === 0 ? 0 : Backoff.delay(this.options, this.failures);
+    return this.failures === 0 ? 0 : this.lastMs;
   }
 
   /** Failures since the last success. */
@@ -39,5 +45,6 @@ export class Backoff {
 
   reset(): void {
     this.failures = 0;
+    this.lastMs = 0;
   }
 }

@@ -67,7 +67,7 @@ export class Cronledger {
     const choreParts = choreSchedule(this, chores);
     this.jobs = jobRegistry(this.options.jobs, choreParts.jobs);
     // Validated before the database is opened: a broken schedule creates no pool and no embedded directory.
-    const schedule = loadEntries(this.options.schedule, choreParts.schedule, [...this.jobs.values()], namespace);
+    const schedule = loadEntries(this.options.schedule, choreParts.schedule, [...this.jobs.values()], { namespace, maxPayloadBytes: this.options.maxPayloadBytes });
     this.entries = schedule.entries;
     this.warnings = schedule.warnings;
     const metricsOption = this.options.metrics;
@@ -81,7 +81,7 @@ export class Cronledger {
     const parts = { database: this.database, logger: this.logger, events: this.events };
     this.scheduler = new Scheduler({ ...parts, namespace, schedule });
     const byKey = new Map([...schedule.entries, ...schedule.choreEntries].map((entry) => [entry.ledgerKey, entry]));
-    this.queue = new JobQueue({ ...parts, jobs: this.jobs, leaseMs: this.leaseMs, retention: chores.retention, entryOf: (key) => byKey.get(key) });
+    this.queue = new JobQueue({ ...parts, jobs: this.jobs, leaseMs: this.leaseMs, retention: chores.retention, maxPayloadBytes: this.options.maxPayloadBytes, entryOf: (key) => byKey.get(key) });
   }
 
   /** Applies cronledger's migrations under an advisory lock; safe to call from every replica at boot. */
@@ -165,7 +165,7 @@ export class Cronledger {
     const resolved = resolveStartOptions(options);
     await this.ensureSchema();
     const chores = this.scheduler.choreEntries.length > 0;
-    this.supervisor = new Supervisor(
+    const supervisor = new Supervisor(
       {
         logger: this.logger,
         tick: () => this.scheduler.tick({}, chores),
@@ -174,7 +174,9 @@ export class Cronledger {
       },
       resolved,
     );
-    this.supervisor.start();
+    // Throws before anything runs when the first worker cannot be made; only a started supervisor is kept.
+    supervisor.start();
+    this.supervisor = supervisor;
   }
 
   /**

@@ -1,3 +1,6 @@
+import type { DatabaseProblem } from "./db/diagnose.js";
+import { rootMessage } from "./db/transient.js";
+
 /**
  * Every error cronledger throws or stores, in one place. Each is a
  * CronledgerError with a stable `code` from ErrorCode that callers can switch
@@ -21,6 +24,7 @@ export type ErrorCode =
   // Jobs and payloads
   | "job_not_registered"
   | "invalid_payload"
+  | "payload_too_large"
   | "invalid_stored_input"
   | "non_retryable"
   | "job_timeout"
@@ -33,7 +37,9 @@ export type ErrorCode =
   | "job_not_failed"
   // The database
   | "migration_failed"
-  | "migration_required";
+  | "migration_required"
+  // What the CLI prints for a database problem (src/db/diagnose.ts): the cause, not an error class of its own
+  | DatabaseProblem;
 
 export class CronledgerError extends Error {
   readonly code: ErrorCode;
@@ -60,6 +66,7 @@ export const ERROR_HTTP_STATUS: Readonly<Record<ErrorCode, number>> = {
   tick_failed: 503,
   job_not_registered: 400,
   invalid_payload: 400,
+  payload_too_large: 413,
   invalid_stored_input: 500,
   non_retryable: 500,
   job_timeout: 500,
@@ -71,6 +78,16 @@ export const ERROR_HTTP_STATUS: Readonly<Record<ErrorCode, number>> = {
   job_not_failed: 409,
   migration_failed: 503,
   migration_required: 503,
+  connection_refused: 503,
+  host_not_found: 503,
+  connection_timeout: 503,
+  authentication_failed: 503,
+  database_not_found: 503,
+  tls_required: 503,
+  tls_failed: 503,
+  setting_refused: 503,
+  too_many_connections: 503,
+  server_unavailable: 503,
 };
 
 // ---------------------------------------------------------------- configuration and API use
@@ -176,11 +193,10 @@ export class TickError extends CronledgerError {
   readonly phase: TickPhase;
   readonly entry: string | undefined;
 
-  /** `reason`: the database's own account of the failure, in one line. */
-  constructor(phase: TickPhase, entry: string | undefined, reason: string, attempts: number, cause: unknown) {
+  constructor(phase: TickPhase, entry: string | undefined, cause: unknown, attempts: number) {
     super(
       "tick_failed",
-      `Scheduler tick failed in phase "${phase}"${entry ? ` for entry ${entry}` : ""} after ${attempts} attempt${attempts === 1 ? "" : "s"}: ${reason}. ` +
+      `Scheduler tick failed in phase "${phase}"${entry ? ` for entry ${entry}` : ""} after ${attempts} attempt${attempts === 1 ? "" : "s"}: ${rootMessage(cause)}. ` +
         "Check database connectivity; the next pass retries and no slot is lost (see docs/operations.md, \"Scheduler stuck\").",
       { cause },
     );
@@ -195,10 +211,11 @@ export class TickError extends CronledgerError {
 export class JobNotRegisteredError extends CronledgerError {
   readonly jobName: string;
 
-  constructor(jobName: string) {
+  /** `didYouMean`: the registered name closest to a misspelt one. */
+  constructor(jobName: string, didYouMean?: string) {
     super(
       "job_not_registered",
-      `JobNotRegisteredError: job "${jobName}" is not registered in this worker; pass its defineJob() result in createCronledger({ jobs }) or deploy a worker that has it.`,
+      `JobNotRegisteredError: job "${jobName}" is not registered in this worker${didYouMean === undefined ? "" : ` (did you mean "${didYouMean}"?)`}; pass its defineJob() result in createCronledger({ jobs }) or deploy a worker that has it.`,
     );
     this.jobName = jobName;
   }
@@ -216,6 +233,20 @@ export class PayloadValidationError extends CronledgerError {
     );
     this.jobName = jobName;
     this.issues = issues;
+  }
+}
+
+/** A payload whose stored JSON is over `maxPayloadBytes`; nothing was written. */
+export class PayloadTooLargeError extends CronledgerError {
+  readonly jobName: string;
+  readonly bytes: number;
+  readonly maxBytes: number;
+
+  constructor(jobName: string, bytes: number, maxBytes: number, message: string) {
+    super("payload_too_large", message);
+    this.jobName = jobName;
+    this.bytes = bytes;
+    this.maxBytes = maxBytes;
   }
 }
 

@@ -7,6 +7,7 @@ export type { CronledgerConfig } from "./config.js";
 export type { DatabaseSetting } from "./db/connection.js";
 export type { Executor } from "./db/executor.js";
 export { defineJob, skip, noop } from "./jobs/define-job.js";
+export { DEFAULT_MAX_PAYLOAD_BYTES } from "./jobs/payload-limit.js";
 export type { JobContext, JobDefinition, JobOptions, JobOutcome, JobResult } from "./jobs/define-job.js";
 export { RETRY_CLASSES, retryDelayMs } from "./jobs/retry.js";
 export type { BackoffRetryPolicy, CustomRetryPolicy, RetryClass, RetryPolicy } from "./jobs/retry.js";
@@ -60,6 +61,7 @@ export {
   MigrationError,
   MigrationRequiredError,
   NonRetryableError,
+  PayloadTooLargeError,
   PayloadValidationError,
   ScheduleValidationError,
   TickError,

@@ -1,4 +1,5 @@
-import { redact, redactFields } from "./redact.js";
+import { describeDatabaseError, diagnoseDatabaseError } from "./db/diagnose.js";
+import { redact, redactError, redactFields } from "./redact.js";
 
 /** Structured logger; cronledger writes one line per event through it. */
 export interface Logger {
@@ -24,17 +25,31 @@ export function childLogger(parent: Logger, fields: Record<string, unknown>, red
   return { debug: line("debug"), info: line("info"), warn: line("warn"), error: line("error") };
 }
 
-// Handlers log through ctx.log into this sink too: it redacts, whoever wrote the line.
-function format(message: string, fields?: Record<string, unknown>): string {
+/**
+ * A runtime failure's log line (tick, claim, flush, heartbeat, LISTEN,
+ * supervisor restarts): its cause in one line, never the SQL statement drizzle
+ * wraps around a driver error; the whole error, statement included, goes to
+ * `debug`. A persistent problem (wrong password, missing database) is logged
+ * at error level whatever `level` says, saying that retries slow down.
+ */
+export function logFailure(logger: Logger, level: "warn" | "error", message: string, fields: Record<string, unknown>, error: unknown): void {
+  const persistent = diagnoseDatabaseError(error)?.persistent === true;
+  const line = persistent ? `${message} (not transient: retries slow down to once a minute until the cause is fixed)` : message;
+  logger[persistent ? "error" : level](line, { ...fields, error: redact(describeDatabaseError(error)) });
+  logger.debug(`${message}: the full error`, { ...fields, error: redactError(error) });
+}
+
+/** One log line, redacted: `[cronledger] message {fields}`. Handlers log through ctx.log into it too: it redacts, whoever wrote the line. */
+export function formatLogLine(message: string, fields?: Record<string, unknown>): string {
   if (!fields || Object.keys(fields).length === 0) return `[cronledger] ${redact(message)}`;
   return `[cronledger] ${redact(message)} ${JSON.stringify(redactFields(fields))}`;
 }
 
 export const consoleLogger: Logger = {
   debug: () => {},
-  info: (message, fields) => console.log(format(message, fields)),
-  warn: (message, fields) => console.warn(format(message, fields)),
-  error: (message, fields) => console.error(format(message, fields)),
+  info: (message, fields) => console.log(formatLogLine(message, fields)),
+  warn: (message, fields) => console.warn(formatLogLine(message, fields)),
+  error: (message, fields) => console.error(formatLogLine(message, fields)),
 };
 
 export const silentLogger: Logger = { debug: () => {}, info: () => {}, warn: () => {}, error: () => {} };

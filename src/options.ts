@@ -6,10 +6,11 @@ import { parseDuration, type Duration } from "./duration.js";
 import { ConfigError } from "./errors.js";
 import type { CronledgerHooks } from "./events.js";
 import { isJobDefinition, type JobDefinition } from "./jobs/define-job.js";
+import { DEFAULT_MAX_PAYLOAD_BYTES, JSONB_MAX_BYTES } from "./jobs/payload-limit.js";
 import type { RetentionOptions, ResolvedRetention } from "./jobs/retention.js";
 import type { Logger } from "./log.js";
 import type { ScheduleEntry } from "./schedule/define-schedule.js";
-import { closest } from "./suggest.js";
+import { describeShapeIssues } from "./suggest.js";
 
 /**
  * Every options object cronledger takes, as one strict zod schema each:
@@ -67,6 +68,12 @@ export interface CronledgerOptions {
   readonly chores?: ChoresSetting;
   /** A running job without a heartbeat for this long is reaped; default 30 s. Heartbeats go every lease/3. */
   readonly lease?: Duration;
+  /**
+   * Largest payload, in bytes of its stored JSON, that enqueue, enqueueMany and
+   * schedule entries accept; default 1 MiB (1048576). Larger ones are refused
+   * with a PayloadTooLargeError before anything is written.
+   */
+  readonly maxPayloadBytes?: number;
   /** Defaults for `cronledger worker`; its --concurrency and --queues flags override them. The ledger itself ignores them. */
   readonly worker?: {
     readonly concurrency?: number;
@@ -134,7 +141,7 @@ export const DEFAULT_MAX_TICK_INTERVAL_MS = 30_000;
 // ---------------------------------------------------------------- building blocks
 
 const duration = (what: string) =>
-  z.union([z.number(), z.string()], { error: `${what} must be a duration such as "30s" or a number of milliseconds` }).transform((value, context) => {
+  z.union([z.number(), z.string()], { error: 'must be a duration such as "30s" or a number of milliseconds' }).transform((value, context) => {
     try {
       return parseDuration(value, what);
     } catch (error) {
@@ -142,9 +149,9 @@ const duration = (what: string) =>
       return z.NEVER;
     }
   });
-const positiveInteger = (what: string) =>
-  z.number({ error: `${what} must be a positive integer` }).int(`${what} must be a positive integer`).min(1, `${what} must be a positive integer`);
-const fn = <T>(what: string) => z.custom<T>((value) => typeof value === "function", { error: `${what} must be a function` });
+const positiveInteger = () =>
+  z.number({ error: "must be a positive integer" }).int("must be a positive integer").min(1, "must be a positive integer");
+const fn = <T>() => z.custom<T>((value) => typeof value === "function", { error: "must be a function" });
 const object = <T>(what: string, check: (value: object) => boolean) =>
   z.custom<T>((value) => typeof value === "object" && value !== null && check(value), { error: what });
 const NAMESPACE = /^[A-Za-z0-9_.:-]{1,64}$/;
@@ -152,7 +159,7 @@ const NAMESPACE = /^[A-Za-z0-9_.:-]{1,64}$/;
 const retentionSchema = z.strictObject({
   succeeded: duration("retention.succeeded").default(DEFAULT_RETENTION_MS),
   failed: duration("retention.failed").default(DEFAULT_RETENTION_MS),
-  batchSize: positiveInteger("retention.batchSize").default(DEFAULT_RETENTION_BATCH_SIZE),
+  batchSize: positiveInteger().default(DEFAULT_RETENTION_BATCH_SIZE),
 });
 
 const choresSchema = z.union([
@@ -169,47 +176,50 @@ const databaseSetting = z.union(
     z.string(),
     z.strictObject({
       url: z.string(),
-      poolSize: z.number().int().min(2, "poolSize must be at least 2: migrations hold one connection for their lock while another applies them").optional(),
+      poolSize: z.number().int().min(2, "must be at least 2: migrations hold one connection for their lock while another applies them").optional(),
       clientConnectionCheck: z.union([z.literal(false), z.number(), z.custom<Duration>((value) => typeof value === "string")]).optional(),
     }),
     object<Database>("an open Database", (value) => "db" in value && "kind" in value),
     z.custom<PGlite>(isPglite),
   ],
-  { error: 'database must be a URL ("postgres://...", "memory://", "pglite:<dir>"), { url, poolSize?, clientConnectionCheck? }, a PGlite instance or an open Database' },
+  { error: 'must be a URL ("postgres://...", "memory://", "pglite:<dir>"), { url, poolSize?, clientConnectionCheck? }, a PGlite instance or an open Database' },
 );
 
-const hooksObject = object<CronledgerHooks>("hooks must be an object of listener functions", () => true);
+const hooksObject = object<CronledgerHooks>("must be an object of listener functions", () => true);
 
 const cronledgerShape = {
   database: databaseSetting.optional(),
-  jobs: z.array(z.custom<JobDefinition>(isJobDefinition, { error: "every item of jobs must be a defineJob() result" })).default([]),
-  schedule: z.array(z.unknown(), { error: "schedule must be an array of entries (defineSchedule([...]))" }).default([]),
+  jobs: z.array(z.custom<JobDefinition>(isJobDefinition, { error: "must be a defineJob() result" })).default([]),
+  schedule: z.array(z.unknown(), { error: "must be an array of entries (defineSchedule([...]))" }).default([]),
   namespace: z
     .string()
-    .regex(NAMESPACE, "namespace must be 1-64 letters, digits and . _ : -")
+    .regex(NAMESPACE, "must be 1-64 letters, digits and . _ : -")
     .default(DEFAULT_NAMESPACE),
-  logger: object<Logger>("logger must have debug, info, warn and error methods", (value) =>
+  logger: object<Logger>("must have debug, info, warn and error methods", (value) =>
     ["debug", "info", "warn", "error"].every((level) => typeof (value as Record<string, unknown>)[level] === "function"),
   ).optional(),
   hooks: z.union([hooksObject, z.array(hooksObject)]).optional(),
   metrics: z
     .union([
       z.literal(false),
-      z.strictObject({ registry: object<Registry>("metrics.registry must be a prom-client Registry", (value) => "registerMetric" in value).optional() }),
+      z.strictObject({ registry: object<Registry>("must be a prom-client Registry", (value) => "registerMetric" in value).optional() }),
     ])
     .optional(),
   chores: choresSchema.optional(),
   lease: duration("lease").default(DEFAULT_LEASE_MS),
+  maxPayloadBytes: positiveInteger()
+    .max(JSONB_MAX_BYTES, `must be at most ${JSONB_MAX_BYTES}, PostgreSQL's jsonb limit`)
+    .default(DEFAULT_MAX_PAYLOAD_BYTES),
   // The CLI's settings: accepted here too, so a config file's object can be passed to createCronledger as it is.
   worker: z
     .strictObject({
-      concurrency: positiveInteger("worker.concurrency").optional(),
-      queues: z.array(z.string().min(1)).min(1, "worker.queues needs at least one queue").optional(),
+      concurrency: positiveInteger().max(10_000, "must be at most 10000").optional(),
+      queues: z.array(z.string().min(1)).min(1, "needs at least one queue").optional(),
     })
     .optional(),
   admin: z
     .strictObject({
-      port: z.number().int().min(0).max(65_535, "admin.port must be a port number from 0 to 65535").optional(),
+      port: z.number().int().min(0).max(65_535, "must be a port number from 0 to 65535").optional(),
       host: z.string().min(1).optional(),
       token: z.string().optional(),
     })
@@ -217,14 +227,14 @@ const cronledgerShape = {
 };
 
 const workShape = {
-  concurrency: positiveInteger("concurrency").default(DEFAULT_CONCURRENCY),
-  queues: z.array(z.string().min(1, "queue names must not be empty")).min(1, "queues needs at least one queue").optional(),
-  batchSize: positiveInteger("batchSize").default(DEFAULT_BATCH_SIZE),
+  concurrency: positiveInteger().default(DEFAULT_CONCURRENCY),
+  queues: z.array(z.string().min(1, "must not be empty")).min(1, "needs at least one queue").optional(),
+  batchSize: positiveInteger().default(DEFAULT_BATCH_SIZE),
   pollInterval: duration("pollInterval").default(DEFAULT_POLL_INTERVAL_MS),
   lease: duration("lease").optional(),
   gracePeriod: duration("gracePeriod").default(DEFAULT_GRACE_PERIOD_MS),
-  clock: fn<() => Date>("clock").optional(),
-  random: fn<() => number>("random").optional(),
+  clock: fn<() => Date>().optional(),
+  random: fn<() => number>().optional(),
 };
 
 const workSchema = z.strictObject({ ...workShape, once: z.boolean().default(false) });
@@ -239,7 +249,7 @@ const startSchema = z.strictObject({
 const configSchema = z.strictObject({
   ...cronledgerShape,
   database: databaseSetting.optional(),
-  jobs: z.array(z.custom<JobDefinition>(isJobDefinition, { error: "every item of jobs must be a defineJob() result" }), { error: "jobs must be an array of defineJob() results" }),
+  jobs: z.array(z.custom<JobDefinition>(isJobDefinition, { error: "must be a defineJob() result" }), { error: "must be an array of defineJob() results" }),
 });
 
 // ---------------------------------------------------------------- resolved values
@@ -262,6 +272,7 @@ export interface ResolvedCronledgerOptions {
   readonly metrics: { readonly registry?: Registry | undefined } | false;
   readonly chores: ResolvedChores;
   readonly leaseMs: number;
+  readonly maxPayloadBytes: number;
 }
 
 export interface ResolvedWorkOptions {
@@ -289,29 +300,10 @@ export interface ResolvedStartOptions extends Omit<ResolvedWorkOptions, "once"> 
 export type ParsedConfig = z.output<typeof configSchema>;
 
 /** Parses `value` with `schema`, or throws one ConfigError listing every problem, unknown keys with a did-you-mean. */
-function parse<S extends z.ZodType>(schema: S, value: unknown, what: string, known: readonly string[]): z.output<S> {
+function parse<S extends z.ZodType>(schema: S, value: unknown, what: string): z.output<S> {
   const result = schema.safeParse(value ?? {});
   if (result.success) return result.data;
-  throw new ConfigError(`Invalid ${what}: ${describeOptionIssues(result.error, known)}.`);
-}
-
-/** Zod issues as "field: problem", unknown keys with the closest known one. */
-export function describeOptionIssues(error: z.ZodError, known: readonly string[]): string {
-  return error.issues
-    .map((issue) => {
-      const path = issue.path.map(String).join(".");
-      if (issue.code === "unrecognized_keys") {
-        return issue.keys
-          .map((key) => {
-            const hint = closest(key, issue.path.length === 0 ? known : []);
-            return `unknown option "${path === "" ? key : `${path}.${key}`}"${hint ? ` (did you mean "${hint}"?)` : ""}`;
-          })
-          .join("; ");
-      }
-      const field = issue.path.at(-1);
-      return field === undefined || issue.message.includes(String(field)) ? issue.message : `${path}: ${issue.message}`;
-    })
-    .join("; ");
+  throw new ConfigError(`Invalid ${what}: ${describeShapeIssues(result.error, schema, { noun: "option" })}.`);
 }
 
 function resolveChores(chores: z.output<typeof choresSchema> | undefined): ResolvedChores {
@@ -326,7 +318,7 @@ function resolveChores(chores: z.output<typeof choresSchema> | undefined): Resol
 }
 
 export function resolveCronledgerOptions(options: CronledgerOptions | undefined): ResolvedCronledgerOptions {
-  const parsed = parse(z.strictObject(cronledgerShape), options, "createCronledger options", Object.keys(cronledgerShape));
+  const parsed = parse(z.strictObject(cronledgerShape), options, "createCronledger options");
   return {
     database: parsed.database,
     jobs: parsed.jobs,
@@ -337,6 +329,7 @@ export function resolveCronledgerOptions(options: CronledgerOptions | undefined)
     metrics: parsed.metrics ?? {},
     chores: resolveChores(parsed.chores),
     leaseMs: parsed.lease,
+    maxPayloadBytes: parsed.maxPayloadBytes,
   };
 }
 
@@ -354,12 +347,12 @@ function resolveWorkShape(parsed: z.output<z.ZodObject<typeof workShape>>): Omit
 }
 
 export function resolveWorkOptions(options: WorkOptions | undefined): ResolvedWorkOptions {
-  const parsed = parse(workSchema, options, "work() options", Object.keys(workSchema.shape));
+  const parsed = parse(workSchema, options, "work() options");
   return { ...resolveWorkShape(parsed), once: parsed.once };
 }
 
 export function resolveStartOptions(options: StartOptions | undefined): ResolvedStartOptions {
-  const parsed = parse(startSchema, options, "start() options", Object.keys(startSchema.shape));
+  const parsed = parse(startSchema, options, "start() options");
   return { ...resolveWorkShape(parsed), ticker: parsed.ticker, workers: parsed.workers, handleSignals: parsed.handleSignals, maxTickMs: parsed.maxTickInterval };
 }
 
@@ -371,5 +364,5 @@ export function parseConfig(value: unknown, file: string): ParsedConfig {
   if (!("jobs" in value)) {
     throw new ConfigError(`Config file ${file} has no \`jobs\` array; it must \`export default defineConfig({ jobs: [...], schedule: [...] })\`.`);
   }
-  return parse(configSchema, value, `config file ${file}`, Object.keys(configSchema.shape));
+  return parse(configSchema, value, `config file ${file}`);
 }

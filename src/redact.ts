@@ -31,6 +31,7 @@ const SECRET_NAME = new RegExp(
     "cookie",
     "session",
     "credential",
+    "cipher",
     "signature",
     "jwt",
     "csrf",
@@ -47,11 +48,28 @@ const WHOLE_LINE_NAME = /^(?:proxy-)?authori[sz]ation$|^(?:set-)?cookie$/;
 const BEARER = /\b(bearer)\s+(?!\[redacted\])[A-Za-z0-9._~+/=-]+/gi;
 // Only base64 that looks like credentials: "Basic authentication failed" keeps its words.
 const BASIC = /\b(basic)\s+([A-Za-z0-9+/]{8,}={0,2})(?![\w+/=])/gi;
-const URL_CREDENTIALS = /(\b[a-z][a-z0-9+.-]*:\/\/)[^\s/@:]+:[^\s/@]+@/gi;
+// The user name may be empty: `redis://:secret@host:6379/0` is how Redis URLs carry a bare password.
+const URL_CREDENTIALS = /(\b[a-z][a-z0-9+.-]*:\/\/)[^\s/@:]*:[^\s/@]+@/gi;
 const PRIVATE_KEY_BLOCK = /-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)/g;
 const JWT = /\beyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*/g;
 // Well-known credential prefixes (OpenAI/Anthropic/Stripe, GitHub, Slack, AWS access keys, Google API keys).
 const KNOWN_KEY_SHAPES = /\b(?:(?:sk|pk|rk)[-_][A-Za-z0-9_-]{16,}|gh[pousr]_[A-Za-z0-9]{20,}|xox[abprs]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}|AIza[0-9A-Za-z_-]{35})\b/g;
+
+// A run of 32+ base64 / base64url characters (24+ bytes: keys, ciphertext, signatures), judged by looksEncoded.
+const BASE64_RUN = /(?<![A-Za-z0-9+/=_-])[A-Za-z0-9+/_-]{32,}={0,2}(?![A-Za-z0-9+/=_-])/g;
+
+/**
+ * Encoded bytes, not words: upper case, lower case and digits all present,
+ * and few separators. Identifiers (`cronledger_schedule_slots_total`), hex
+ * digests (no upper case), paths and kebab-case names (a `/`, `_` or `-`
+ * every few characters) keep their text; random base64 has a `+`, `/`, `_`
+ * or `-` about once in 32 characters.
+ */
+function looksEncoded(run: string): boolean {
+  if (!/[0-9]/.test(run) || !/[A-Z]/.test(run) || !/[a-z]/.test(run)) return false;
+  const separators = run.length - run.replace(/[+/_-]/g, "").length;
+  return separators * 8 <= run.length;
+}
 
 /** End (exclusive) of a quoted string starting at `start`, honouring backslash escapes; the text's end when unterminated. */
 function quotedEnd(text: string, start: number, quote: string): number {
@@ -158,9 +176,10 @@ function bound(text: string): string {
  * The one redaction used wherever an error is stored, logged or shown:
  * values of secret-named fields (authorization, cookies, api keys,
  * passwords, secrets, tokens, sessions, prompts, payload and body dumps,
- * in header, query-string, JSON and escaped-JSON form), bearer and basic
- * credentials, URL credentials, JWTs, private keys and well-known key
- * shapes are replaced, and the result is bounded to MAX_REDACTED_LENGTH.
+ * ciphertext, in header, query-string, JSON and escaped-JSON form), bearer
+ * and basic credentials, URL credentials (an empty user name too), JWTs,
+ * private keys, well-known key shapes and long base64 runs are replaced, and
+ * the result is bounded to MAX_REDACTED_LENGTH.
  * Idempotent: redacting its own output changes nothing.
  */
 export function redact(text: string): string {
@@ -174,7 +193,8 @@ export function redact(text: string): string {
       .replace(BASIC, (whole: string, scheme: string, value: string) => (/[0-9+/=]/.test(value) ? `${scheme} ${REDACTED}` : whole)),
   )
     .replace(JWT, REDACTED)
-    .replace(KNOWN_KEY_SHAPES, REDACTED);
+    .replace(KNOWN_KEY_SHAPES, REDACTED)
+    .replace(BASE64_RUN, (run) => (looksEncoded(run) ? REDACTED : run));
   return bound(cleaned);
 }
 

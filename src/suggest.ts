@@ -1,3 +1,5 @@
+import type { z } from "zod";
+
 /** The closest candidate within a typo's distance, for "did you mean ...?" hints; undefined when none is close. */
 export function closest(input: string, candidates: readonly string[]): string | undefined {
   let best: string | undefined;
@@ -24,4 +26,48 @@ function editDistance(a: string, b: string): number {
     previous = current;
   }
   return previous[b.length] ?? 0;
+}
+
+/** The keys an object schema takes at `path` (through optional, default and union wrappers); empty when it is not an object there. */
+function keysAt(schema: z.ZodType, path: readonly PropertyKey[]): string[] {
+  let current: unknown = schema;
+  const unwrap = (value: unknown): unknown => {
+    for (let depth = 0; depth < 8; depth += 1) {
+      const def = (value as { def?: { type?: string; innerType?: unknown; options?: unknown[] } } | undefined)?.def;
+      if (def?.innerType !== undefined) value = def.innerType;
+      else if (def?.type === "union") value = def.options?.find((option) => (option as { shape?: unknown }).shape !== undefined) ?? value;
+      else break;
+      if ((value as { shape?: unknown }).shape !== undefined) break;
+    }
+    return value;
+  };
+  for (const key of path) current = (unwrap(current) as { shape?: Record<string, unknown> }).shape?.[String(key)];
+  const shape = (unwrap(current) as { shape?: Record<string, unknown> } | undefined)?.shape;
+  return shape === undefined ? [] : Object.keys(shape);
+}
+
+/**
+ * Zod issues of an object schema as "path: problem", joined by "; ". An
+ * unknown key gets a did-you-mean among the keys the schema takes there, or,
+ * when none is close and `list` is given, the list of them (`entries take
+ * job, cron, ...`). Schedule entries, options and config files all report
+ * through it.
+ */
+export function describeShapeIssues(error: z.ZodError, schema: z.ZodType, options: { readonly noun: "field" | "option"; readonly list?: string }): string {
+  return error.issues
+    .map((issue) => {
+      const path = issue.path.map(String).join(".");
+      if (issue.code === "unrecognized_keys") {
+        const known = keysAt(schema, issue.path);
+        return issue.keys
+          .map((key) => {
+            const hint = closest(key, known);
+            const help = hint ? ` (did you mean "${hint}"?)` : options.list !== undefined ? ` (${options.list} ${known.join(", ")})` : "";
+            return `unknown ${options.noun} "${path === "" ? key : `${path}.${key}`}"${help}`;
+          })
+          .join("; ");
+      }
+      return path === "" ? issue.message : `${path}: ${issue.message}`;
+    })
+    .join("; ");
 }

@@ -13,8 +13,8 @@ import {
   chargeJob,
   createAdminFixture,
   flakyJob,
-  LEAKED_BEARER,
   LEAKED_PASSWORD,
+  LEAKED_SECRETS,
   noopJob,
   okJob,
   SCHEDULE,
@@ -203,9 +203,10 @@ describe("redaction", () => {
     // What the handler logged through ctx.log arrives, without its secrets.
     expect(surfaces.logs).toContain("posting with Authorization: [redacted]");
     expect(surfaces.logs).toContain('"payload":"[redacted]"');
+    expect(surfaces.stored).toContain("redis://[redacted]@cache.internal:6379/0");
+    expect(surfaces.stored).toContain("sealed box [redacted] dropped");
     for (const [surface, text] of Object.entries(surfaces)) {
-      expect(text, surface).not.toContain(LEAKED_BEARER);
-      expect(text, surface).not.toContain(LEAKED_PASSWORD);
+      for (const secret of LEAKED_SECRETS) expect(text, surface).not.toContain(secret);
     }
   });
 

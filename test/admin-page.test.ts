@@ -1,29 +1,22 @@
 import { existsSync } from "node:fs";
-import { mkdir, mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
-import { chromium, type BrowserContext } from "playwright-core";
+import type { BrowserContext } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createAdminHandler } from "../src/admin/handler.js";
 import { startAdminServer } from "../src/admin/server.js";
 import type { AdminStatus } from "../src/admin/status.js";
 import { PRUNE_JOB, REAP_JOB } from "../src/runtime/chores.js";
-import { chargeJob, createAdminFixture, LEAKED_BEARER, LEAKED_PASSWORD, serveStripped, type AdminFixture } from "./support/admin-fixture.js";
+import { chargeJob, createAdminFixture, LEAKED_PASSWORD, LEAKED_SECRETS, serveStripped, type AdminFixture } from "./support/admin-fixture.js";
+import { launchBrowser, type TestBrowser } from "./support/browser.js";
 
-const CHROMIUM = "/usr/bin/chromium";
 const SCREENSHOT = join("test-results", "schedule-page.png");
 
 let fixture: AdminFixture;
+let launched: TestBrowser;
 let browser: BrowserContext;
-let profile: string;
 
 beforeAll(async () => {
-  if (!existsSync(CHROMIUM)) {
-    throw new Error(
-      `The Schedule page test needs Debian's Chromium at ${CHROMIUM}; install it with ` +
-        "`apt-get update && apt-get install -y chromium` (.ci/run does this when it is missing).",
-    );
-  }
   fixture = await createAdminFixture(import.meta.url);
   const start = new Date("2026-03-02T10:07:00Z");
   await fixture.ledger.tick({ now: start });
@@ -31,28 +24,16 @@ beforeAll(async () => {
   await fixture.ledger.enqueue(chargeJob, { user: "ann", password: LEAKED_PASSWORD });
   await fixture.ledger.work({ once: true });
 
-  profile = await mkdtemp(join(tmpdir(), "cronledger-chromium-"));
-  browser = await chromium.launchPersistentContext(profile, {
-    executablePath: CHROMIUM,
-    headless: true,
-    args: [
-      "--headless",
-      "--no-sandbox",
-      "--disable-gpu",
-      "--disable-quic",
-      "--no-first-run",
-      "--disable-background-networking",
-      "--disable-component-update",
-      "--disable-sync",
-    ],
+  // Debian's Chromium when installed, else the one the @sparticuz/chromium package ships (test/support/browser.ts).
+  launched = await launchBrowser({
     extraHTTPHeaders: { authorization: `Bearer ${fixture.token}` },
     viewport: { width: 1280, height: 900 },
   });
+  browser = launched.context;
 });
 
 afterAll(async () => {
-  await browser?.close();
-  if (profile) await rm(profile, { recursive: true, force: true });
+  await launched?.close();
   await fixture?.dispose();
 });
 
@@ -82,8 +63,7 @@ describe("the Schedule page in headless Chromium", () => {
     expect(await failure.count()).toBe(1);
     expect(await failure.innerText()).toContain("billing.charge");
     const visible = await page.locator("body").innerText();
-    expect(visible).not.toContain(LEAKED_BEARER);
-    expect(visible).not.toContain(LEAKED_PASSWORD);
+    for (const secret of LEAKED_SECRETS) expect(visible).not.toContain(secret);
 
     await mkdir("test-results", { recursive: true });
     await page.screenshot({ path: SCREENSHOT, fullPage: true });

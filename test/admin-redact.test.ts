@@ -36,6 +36,17 @@ const CASES: readonly { name: string; input: string; secrets: string[]; kept?: s
   { name: "a passphrase of several words", input: "login failed, password: correct horse battery staple\nretrying", secrets: ["correct", "horse", "battery", "staple"], kept: ["retrying"] },
   { name: "a prompt in prose", input: "prompt: Summarize the file, then list SSN 123-45-6789 user: bob", secrets: ["Summarize", "123-45-6789"], kept: ["user: bob"] },
   { name: "a body up to the next field", input: "body: secret text here; status=500", secrets: ["secret text here"], kept: ["status=500"] },
+  { name: "URL credentials with an empty user name", input: "connect redis://:s3cretpass@cache.internal:6379/0 refused", secrets: ["s3cretpass"], kept: ["cache.internal:6379/0 refused", "redis://"] },
+  { name: "URL with a user and no password keeps it", input: "cannot reach postgres://app:pw@db:5432/x or redis://:p@h/1", secrets: [":pw@", ":p@"], kept: ["db:5432/x", "h/1"] },
+  { name: "ciphertext field", input: "decrypt failed, ciphertext: 9f8e7d6c5b4a wrapped\nkey id 7", secrets: ["9f8e7d6c5b4a"], kept: ["decrypt failed", "key id 7"] },
+  { name: "ciphertext in JSON", input: '{"ciphertext":"AAAAkQ==","iv":"00"}', secrets: ["AAAAkQ=="] },
+  {
+    name: "a long base64 run anywhere",
+    input: "vault returned Zm9vYmFyMTIzNDU2Nzg5MGFiY2RlZmdoaWprbG1ub3BxcnN0dXZ3eHl6QUJD== for the lookup",
+    secrets: ["Zm9vYmFyMTIzNDU2Nzg5MGFiY2RlZmdoaWprbG1ub3BxcnN0dXZ3eHl6QUJD"],
+    kept: ["vault returned", "for the lookup"],
+  },
+  { name: "a base64url run with separators", input: "sig=ok blob q8Zk3_-Pf0aLm2N9xRt4Yw7Uv1Bc6De5Fg (expired)", secrets: ["q8Zk3_-Pf0aLm2N9xRt4Yw7Uv1Bc6De5Fg"], kept: ["(expired)"] },
 ];
 
 describe("redact", () => {
@@ -53,6 +64,15 @@ describe("redact", () => {
       "duplicate key value violates unique constraint \"jobs_pkey\"",
       "TypeError: Cannot read properties of undefined (reading 'total')",
       "Author: Ann; tokens were not consumed",
+      // Long runs that are words, identifiers, digests and paths, not encoded bytes:
+      "metric cronledger_schedule_slots_total_with_a_long_suffix_2 went up",
+      "digest 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08 matched",
+      "ENOENT: /home/runner/work/Project2/src/Jobs/SendWeeklyReports/index.ts",
+      "ScheduleValidationErrorForTenantAccountsWithoutDigits is thrown",
+      "PayloadValidationError [invalid_payload]: list: expected string, received number",
+      "JobNotRegisteredError [job_not_registered]: job \"email.sned\" is not registered (did you mean \"email.send\"?)",
+      "connect ECONNREFUSED 127.0.0.1:5999: connection refused at 127.0.0.1:5999",
+      "id 3f2b1c4d-5e6f-4a7b-8c9d-0e1f2a3b4c5d failed",
     ];
     for (const text of plain) expect(redact(text)).toBe(text);
   });

@@ -244,7 +244,9 @@ describe("cronledger against PostgreSQL", () => {
     const ledger = createCronledger({ database: database.url, jobs: [broken], logger: silentLogger });
     try {
       const job = await ledger.enqueue(broken, {});
-      await rows(ledger, sql`update cronledger.jobs set status = 'failed', attempts = 5, last_error = 'upstream said no', finished_at = now() where id = ${job.id}`);
+      // Written by hand, unredacted: the CLI redacts on the way out like every other surface.
+      const raw = "upstream said no; cache redis://:hunter9-url@cache:6379/0\nciphertext: Q2lwaGVyVGV4dA\nblob kR7vQ2mZ8xW4nL6pT0yB3cF5hJ9dS1gA";
+      await rows(ledger, sql`update cronledger.jobs set status = 'failed', attempts = 5, last_error = ${raw}, finished_at = now() where id = ${job.id}`);
     } finally {
       await ledger.close();
     }
@@ -252,6 +254,8 @@ describe("cronledger against PostgreSQL", () => {
     expect(listed.code).toBe(0);
     expect(listed.stdout).toMatch(/fixture\.broken\s+5\/\d+/);
     expect(listed.stdout).toContain("upstream said no");
+    expect(listed.stdout).toContain("redis://[redacted]@cache:6379/0");
+    for (const secret of ["hunter9-url", "Q2lwaGVyVGV4dA", "kR7vQ2mZ8xW4nL6pT0yB3cF5hJ9dS1gA"]) expect(listed.stdout).not.toContain(secret);
     const other = await runCli(["failures", "--job-type", "fixture.nothing"], { env });
     expect(other.stdout.trim()).toBe("No failures of fixture.nothing.");
   });

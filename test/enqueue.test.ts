@@ -1,8 +1,11 @@
 import { sql } from "drizzle-orm";
 import { afterEach, describe, expect, it } from "vitest";
 import { z } from "zod";
-import { JobNotRegisteredError, PayloadValidationError } from "../src/errors.js";
+import { ConfigError, JobNotRegisteredError, PayloadTooLargeError, PayloadValidationError } from "../src/errors.js";
+import { createCronledger } from "../src/cronledger.js";
 import { defineJob } from "../src/jobs/define-job.js";
+import { silentLogger } from "../src/log.js";
+import { validateSchedule } from "../src/schedule/validate.js";
 import { BACKENDS, createTestStore, jobCount, rows, type TestStore } from "./support/ledger.js";
 
 const sendDigest = defineJob({
@@ -79,6 +82,43 @@ describe.each(BACKENDS)("enqueue on %s", (backend) => {
     await expect(ledger.enqueue(unknownJob)).resolves.toMatchObject({ created: true });
   });
 
+  it("names the registered job closest to a misspelt one", async () => {
+    const ledger = await open();
+    await expect(ledger.enqueue("email.sned-digest")).rejects.toThrow(/job "email\.sned-digest" is not registered .*\(did you mean "email\.send-digest"\?\)/);
+    await expect(ledger.enqueue("zzz")).rejects.toThrow(/job "zzz" is not registered in this worker;/);
+    expect(await jobCount(ledger)).toBe(0);
+  });
+
+  it("refuses a payload over maxPayloadBytes before writing anything, measured on its stored JSON", async () => {
+    const ledger = await open();
+    // 20 MB used to be stored as it came.
+    const huge = { list: "x".repeat(20 * 1_048_576) };
+    const refused = await ledger.enqueue(sendDigest, huge).catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(PayloadTooLargeError);
+    expect(refused).toMatchObject({ code: "payload_too_large", jobName: "email.send-digest", maxBytes: 1_048_576 });
+    expect((refused as PayloadTooLargeError).bytes).toBe(JSON.stringify(huge).length);
+    // Its length settles it: counting 20 MB of UTF-8 would cost more than the refusal, so the size is a lower bound.
+    expect((refused as Error).message).toMatch(/is at least 20\.0 MiB as stored JSON, over the 1 MiB limit \(maxPayloadBytes\).*Nothing was written\./);
+    // One item over the limit writes none of the batch.
+    await expect(
+      ledger.enqueueMany([
+        { job: sendDigest, payload: { list: "ok" } },
+        { job: sendDigest, payload: { list: "é".repeat(600_000) } },
+      ]),
+    ).rejects.toThrow(/enqueueMany item 1\) is 1\.1 MiB as stored JSON/);
+    // Under a million characters, but over a million bytes: counted.
+    await expect(ledger.enqueue(sendDigest, { list: "€".repeat(350_000) })).rejects.toThrow(/is 1\.0 MiB as stored JSON/);
+    expect(await jobCount(ledger)).toBe(0);
+
+    // The limit counts UTF-8 bytes of the JSON (quotes and escapes included), not characters.
+    const small = await store.open({ jobs: [sendDigest], maxPayloadBytes: 20 });
+    const fits = { list: "é".repeat(3) }; // {"list":"ééé"}: 14 characters, 17 bytes
+    await expect(small.enqueue(sendDigest, fits)).resolves.toMatchObject({ created: true });
+    await expect(small.enqueue(sendDigest, { list: "é".repeat(5) })).rejects.toThrow(/is 21 bytes as stored JSON, over the 20 bytes limit/);
+    await expect(small.enqueue(sendDigest, { list: "\n".repeat(6) })).rejects.toThrow(/is at least 23 bytes/);
+    expect(await jobCount(ledger)).toBe(1);
+  });
+
   it("inserts many jobs in one statement, keeping order and resolving existing keys", async () => {
     const ledger = await open();
     const existing = await ledger.enqueue(sendDigest, { list: "k" }, { idempotencyKey: "k" });
@@ -104,6 +144,28 @@ describe.each(BACKENDS)("enqueue on %s", (backend) => {
     expect(byId.get(results[503]!.id)?.list).toBe("bulk-499");
     expect(byId.get(results[2]!.id)?.delayed).toBe(true);
     expect(payloads).toHaveLength(503);
+  });
+});
+
+describe("maxPayloadBytes", () => {
+  it("is checked when the ledger is created: a whole number of bytes up to jsonb's 255 MiB", () => {
+    for (const bad of [0, -1, 1.5, "1MB", 268_435_456]) {
+      expect(() => createCronledger({ database: "memory://", logger: silentLogger, maxPayloadBytes: bad as number }), String(bad)).toThrow(ConfigError);
+    }
+  });
+
+  it("applies to schedule entries, reported as invalid_payload with the entry", () => {
+    const entry = { job: sendDigest, cron: "0 * * * *", payload: { list: "x".repeat(100) } };
+    expect(validateSchedule([entry], [sendDigest], { maxPayloadBytes: 64 })).toEqual([
+      expect.objectContaining({ code: "invalid_payload", index: 0, message: expect.stringMatching(/^schedule\[0\] \(email\.send-digest\): payload is at least 111 bytes as stored JSON, over the 64 bytes limit/) }),
+    ]);
+    expect(validateSchedule([entry], [sendDigest])).toEqual([]);
+  });
+
+  it("names the registered job closest to a misspelt one in a schedule entry", () => {
+    const [problem] = validateSchedule([{ job: "email.sned-digest", cron: "0 * * * *" }], [sendDigest]);
+    expect(problem).toMatchObject({ code: "unregistered_job" });
+    expect(problem?.message).toContain('job "email.sned-digest" is not registered (did you mean "email.send-digest"?)');
   });
 });
 

@@ -30,19 +30,19 @@ describe("createCronledger options", () => {
   it("rejects an unknown option with the closest known one", () => {
     expect(() => resolveCronledgerOptions({ namespce: "x" } as never)).toThrow(ConfigError);
     expect(() => resolveCronledgerOptions({ namespce: "x" } as never)).toThrow(/unknown option "namespce" \(did you mean "namespace"\?\)/);
-    expect(() => resolveCronledgerOptions({ chores: { retention: { batchsize: 5 } } } as never)).toThrow(/unknown option "chores\.retention\.batchsize"/);
+    expect(() => resolveCronledgerOptions({ chores: { retention: { batchsize: 5 } } } as never)).toThrow(/unknown option "chores\.retention\.batchsize" \(did you mean "batchSize"\?\)/);
   });
 
   it("reports every bad value at once instead of replacing it with a default", () => {
     const attempt = () => resolveCronledgerOptions({ lease: "soon", namespace: "has space", chores: { retention: { batchSize: 0 } } } as never);
     expect(attempt).toThrow(/lease/);
-    expect(attempt).toThrow(/namespace must be 1-64 letters/);
-    expect(attempt).toThrow(/retention\.batchSize must be a positive integer/);
+    expect(attempt).toThrow(/namespace: must be 1-64 letters/);
+    expect(attempt).toThrow(/chores\.retention\.batchSize: must be a positive integer/);
   });
 
   it("takes a config file's worker and admin blocks, so a config object can be passed as it is", () => {
     expect(() => resolveCronledgerOptions({ jobs: [job], worker: { concurrency: 4 }, admin: { port: 9464 } })).not.toThrow();
-    expect(() => resolveCronledgerOptions({ worker: { concurency: 4 } } as never)).toThrow(/unknown option "worker\.concurency"/);
+    expect(() => resolveCronledgerOptions({ worker: { concurency: 4 } } as never)).toThrow(/unknown option "worker\.concurency" \(did you mean "concurrency"\?\)/);
   });
 });
 
@@ -54,8 +54,8 @@ describe("work() and start() options", () => {
   });
 
   it("rejects bad values and unknown keys, naming them", () => {
-    expect(() => resolveWorkOptions({ concurrency: 0 })).toThrow(/concurrency must be a positive integer/);
-    expect(() => resolveWorkOptions({ queues: [] })).toThrow(/queues needs at least one queue/);
+    expect(() => resolveWorkOptions({ concurrency: 0 })).toThrow(/concurrency: must be a positive integer/);
+    expect(() => resolveWorkOptions({ queues: [] })).toThrow(/queues: needs at least one queue/);
     expect(() => resolveWorkOptions({ concurency: 3 } as never)).toThrow(/did you mean "concurrency"/);
     expect(() => resolveStartOptions({ once: true } as never)).toThrow(/unknown option "once"/);
     expect(() => resolveStartOptions({ maxTickIntervl: "1s" } as never)).toThrow(/did you mean "maxTickInterval"/);
@@ -66,7 +66,7 @@ describe("config files", () => {
   it("accepts a config and rejects unknown keys and bad blocks, naming the file", () => {
     expect(parseConfig({ jobs: [job], worker: { concurrency: 2 } }, "cronledger.config.ts").worker).toEqual({ concurrency: 2 });
     expect(() => parseConfig({ jobs: [job], shedule: [] }, "cronledger.config.ts")).toThrow(/config file cronledger\.config\.ts: unknown option "shedule" \(did you mean "schedule"\?\)/);
-    expect(() => parseConfig({ jobs: [job], admin: { port: 70_000 } }, "c.ts")).toThrow(/admin\.port must be a port number/);
+    expect(() => parseConfig({ jobs: [job], admin: { port: 70_000 } }, "c.ts")).toThrow(/admin\.port: must be a port number/);
     expect(() => parseConfig({ jobs: ["not a job"] }, "c.ts")).toThrow(/defineJob\(\) result/);
     expect(() => parseConfig({ schedule: [] }, "c.ts")).toThrow(/has no `jobs` array/);
   });

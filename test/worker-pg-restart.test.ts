@@ -1,6 +1,5 @@
 import { execFile, execFileSync } from "node:child_process";
 import { chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
@@ -9,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createCronledger, type Cronledger } from "../src/cronledger.js";
 import { defineJob } from "../src/jobs/define-job.js";
 import { silentLogger, type Logger } from "../src/log.js";
+import { freePort } from "./support/ports.js";
 import { until } from "./support/worker-processes.js";
 
 /**
@@ -35,17 +35,6 @@ const canRunAsPostgres = (() => {
 // Asynchronous, so the workers in this process keep running (and failing, and recovering) while the server restarts.
 async function asPostgres(binary: string, args: readonly string[]): Promise<void> {
   await promisify(execFile)("runuser", ["-u", "postgres", "--", join(BIN ?? "", binary), ...args], { timeout: 60_000 });
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address();
-      server.close(() => resolve(typeof address === "object" && address ? address.port : 0));
-    });
-  });
 }
 
 describe("PostgreSQL restarted under load", () => {

@@ -3,7 +3,7 @@ import { ConfigError, CronledgerError, ERROR_HTTP_STATUS, InvalidFailureFilterEr
 import type { FailureFilter, FailureTicket } from "../jobs/failures.js";
 import { summarizeIdempotencyKey } from "../jobs/failures.js";
 import { renderSchedulePage } from "./page.js";
-import { redactError } from "../redact.js";
+import { logFailure } from "../log.js";
 import { adminStatus, type AdminLedger } from "./status.js";
 
 export type AdminHandler = (request: Request) => Promise<Response>;
@@ -215,7 +215,7 @@ export function createAdminHandler(ledger: AdminLedger, options: AdminHandlerOpt
       // The caller's mistakes are answered with their code and message (see ERROR_HTTP_STATUS); the server's are logged, not shown.
       const status = error instanceof CronledgerError ? ERROR_HTTP_STATUS[error.code] : 500;
       if (error instanceof CronledgerError && status < 500) return problem(status, error.code, error.message);
-      ledger.logger.error("admin request failed", { method: request.method, path: url.pathname, error: redactError(error) });
+      logFailure(ledger.logger, "error", "admin request failed", { method: request.method, path: url.pathname }, error);
       return problem(500, "internal_error", "The request failed; the server log has the details.");
     }
   };

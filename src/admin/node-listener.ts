@@ -1,6 +1,5 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { AdminHandler } from "./handler.js";
-import { redactError } from "../redact.js";
 
 /** A Node `(req, res)` listener: what node:http, Express and (through `reply.raw`) Fastify hand requests to. */
 export type NodeListener = (request: IncomingMessage, response: ServerResponse) => void;
@@ -11,8 +10,8 @@ export interface NodeListenerOptions {
    * never taken for loopback (a handler without a token answers only loopback Hosts).
    */
   readonly defaultHost?: string;
-  /** Told about a request the handler could not answer (the client gets a 500); receives the redacted error. */
-  readonly onError?: (error: string) => void;
+  /** Told about a request the handler could not answer (the client gets a 500); log it with care: a database error carries its SQL. */
+  readonly onError?: (error: unknown) => void;
 }
 
 /** The admin API takes no request bodies, so none is read: a client cannot make the server buffer one. */
@@ -55,7 +54,7 @@ export function toNodeListener(handler: AdminHandler, options: NodeListenerOptio
     handler(request)
       .then((response) => send(response, out, message.method === "HEAD"))
       .catch((error: unknown) => {
-        options.onError?.(redactError(error));
+        options.onError?.(error);
         if (!out.headersSent) out.writeHead(500, { "content-type": "text/plain" });
         out.end();
       });

@@ -2,6 +2,7 @@ import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { ConfigError } from "../errors.js";
 import { createAdminHandler, normalizeBasePath, type AdminHandler, type AdminHandlerOptions } from "./handler.js";
+import { logFailure } from "../log.js";
 import { toNodeListener } from "./node-listener.js";
 import type { AdminLedger } from "./status.js";
 
@@ -31,7 +32,7 @@ export async function startAdminServer(ledger: AdminLedger, options: AdminServer
   const server = createServer(
     toNodeListener(handler, {
       defaultHost: fallbackHost,
-      onError: (error) => ledger.logger.error("admin server could not answer a request", { error }),
+      onError: (error) => logFailure(ledger.logger, "error", "admin server could not answer a request", {}, error),
     }),
   );
   // Slow or idle clients must not pin sockets of a process whose job is running jobs.

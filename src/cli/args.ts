@@ -40,7 +40,7 @@ export function parseArgs(argv: readonly string[], specs: readonly OptionSpec[],
     const name = arg.slice(2, equals === -1 ? undefined : equals);
     const spec = specs.find((candidate) => candidate.name === name);
     if (spec === undefined) {
-      const hint = closest(name, [...specs.map((candidate) => candidate.name), "help"]);
+      const hint = closest(name, [...specs.map((candidate) => candidate.name), "help", "verbose"]);
       throw new UsageError(
         `Unknown option --${name} for \`cronledger ${command}\`.${hint ? ` Did you mean --${hint}?` : ""} See \`cronledger ${command} --help\`.`,
       );

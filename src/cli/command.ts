@@ -1,4 +1,4 @@
-import type { Logger } from "../log.js";
+import { formatLogLine, type Logger } from "../log.js";
 import type { OptionSpec, ParsedArgs } from "./args.js";
 
 /** Where a command reads its environment and writes its output; tests and the binary pass different ones. */
@@ -7,6 +7,8 @@ export interface CliIO {
   readonly env: NodeJS.ProcessEnv;
   stdout(text: string): void;
   stderr(text: string): void;
+  /** --verbose or DEBUG: debug log lines, and a failure's stack and full error. */
+  readonly verbose?: boolean;
 }
 
 export interface Command {
@@ -34,7 +36,6 @@ export const JSON_OPTION: OptionSpec = { name: "json", type: "boolean", descript
  * only the command's result (and stays parseable with --json).
  */
 export function stderrLogger(io: CliIO): Logger {
-  const line = (message: string, fields?: Record<string, unknown>) =>
-    io.stderr(`[cronledger] ${message}${fields && Object.keys(fields).length > 0 ? ` ${JSON.stringify(fields)}` : ""}`);
-  return { debug: () => {}, info: line, warn: line, error: line };
+  const line = (message: string, fields?: Record<string, unknown>) => io.stderr(formatLogLine(message, fields));
+  return { debug: io.verbose ? line : () => {}, info: line, warn: line, error: line };
 }

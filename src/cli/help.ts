@@ -1,7 +1,11 @@
 import type { Command } from "./command.js";
 
 export function commandHelp(command: Command): string {
-  const options = [...command.options, { name: "help", type: "boolean" as const, value: undefined, description: "show this help" }];
+  const options = [
+    ...command.options,
+    { name: "verbose", type: "boolean" as const, value: undefined, description: "on failure, also print the full error and its stack; print debug log lines (or set DEBUG=cronledger)" },
+    { name: "help", type: "boolean" as const, value: undefined, description: "show this help" },
+  ];
   const flags = options.map((option) => `--${option.name}${option.type === "string" ? ` ${option.value ?? "<value>"}` : ""}`);
   const width = Math.max(...flags.map((flag) => flag.length));
   return [

@@ -1,4 +1,6 @@
 import { readFileSync } from "node:fs";
+import { redact, redactError } from "../redact.js";
+import { describeDatabaseError, diagnoseDatabaseError } from "../db/diagnose.js";
 import { CronledgerError } from "../errors.js";
 import { closest } from "../suggest.js";
 import { parseArgs, UsageError } from "./args.js";
@@ -15,6 +17,15 @@ export const COMMANDS: readonly Command[] = [preflight, migrate, worker, status,
 
 /** How long the process may linger after a command finished, e.g. on a pool a config file opened, before it is ended. */
 const EXIT_GRACE_MS = 2_000;
+
+/** Shows the stack trace and the full error of a failure, and debug log lines. */
+const VERBOSE_FLAG = "--verbose";
+
+/** DEBUG=1, DEBUG=true, DEBUG=* or a DEBUG list naming cronledger, as the `debug` package reads it. */
+function debugRequested(env: NodeJS.ProcessEnv): boolean {
+  const value = env.DEBUG?.trim() ?? "";
+  return value === "1" || value === "true" || value.split(/[\s,]+/).some((name) => name === "*" || name.startsWith("cronledger"));
+}
 
 function version(): string {
   const manifest = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version?: string };
@@ -41,30 +52,42 @@ export async function main(argv: readonly string[], io: CliIO): Promise<number> 
     io.stdout(version());
     return 0;
   }
+  const verbose = rest.includes(VERBOSE_FLAG) || debugRequested(io.env);
   try {
     const command = COMMANDS.find((candidate) => candidate.name === name);
     if (command === undefined) {
       const hint = closest(name, COMMANDS.map((candidate) => candidate.name));
       throw new UsageError(`Unknown command ${JSON.stringify(name)}.${hint ? ` Did you mean \`cronledger ${hint}\`?` : ""} Run \`cronledger --help\` for the list.`);
     }
-    const args = parseArgs(rest, command.options, command.name);
+    const args = parseArgs(rest.filter((arg) => arg !== VERBOSE_FLAG), command.options, command.name);
     if (args.help) {
       io.stdout(commandHelp(command));
       return 0;
     }
-    return await command.run(args, io);
+    return await command.run(args, { ...io, verbose });
   } catch (error) {
     if (error instanceof UsageError) {
       io.stderr(`error: ${error.message}`);
       return 2;
     }
-    if (error instanceof CronledgerError) {
-      io.stderr(`error [${error.code}]: ${error.message}`);
-      return 1;
-    }
-    io.stderr(`error: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
+    io.stderr(redact(errorLine(error)));
+    // The stack and the statement drizzle wrapped the cause in are for whoever asks: --verbose or DEBUG.
+    if (verbose && error instanceof Error) io.stderr(redactError(error) + (error.stack ? `\n${error.stack.split("\n").slice(1).join("\n")}` : ""));
     return 1;
   }
+}
+
+/**
+ * The one line a failed command prints: a database problem by its cause and
+ * fix (connection refused at host:port, authentication failed for user X,
+ * database "Y" does not exist, ...), cronledger's own errors by code and
+ * message, anything else without the SQL statement drizzle wraps around it.
+ */
+function errorLine(error: unknown): string {
+  const diagnosis = diagnoseDatabaseError(error);
+  if (diagnosis) return `error [${diagnosis.problem}]: ${diagnosis.message}`;
+  if (error instanceof CronledgerError) return `error [${error.code}]: ${error.message}`;
+  return `error: ${describeDatabaseError(error)}`;
 }
 
 /** The `cronledger` binary: process arguments and streams, and an exit that does not wait on stray handles. */

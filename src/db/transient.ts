@@ -1,3 +1,5 @@
+import { diagnoseDatabaseError } from "./diagnose.js";
+
 /** SQLSTATEs worth retrying: serialization failure, deadlock, admin shutdown, and the 08 connection class. */
 const TRANSIENT_SQLSTATES = new Set(["40001", "40P01", "57P01", "57P02", "57P03"]);
 const TRANSIENT_NODE_CODES = new Set([
@@ -13,6 +15,8 @@ const TRANSIENT_NODE_CODES = new Set([
 
 /** True for errors that a retry on a fresh connection can fix (drizzle wraps driver errors in `cause`). */
 export function isTransientDatabaseError(error: unknown): boolean {
+  // A pooler's 08P01 for a refused setting is in the 08 class, but no retry changes a wrong setting or password.
+  if (diagnoseDatabaseError(error)?.persistent) return false;
   for (let current: unknown = error, depth = 0; current && depth < 5; depth += 1) {
     const code = (current as { code?: unknown }).code;
     if (typeof code === "string" && (TRANSIENT_SQLSTATES.has(code) || code.startsWith("08") || TRANSIENT_NODE_CODES.has(code))) return true;
@@ -21,20 +25,20 @@ export function isTransientDatabaseError(error: unknown): boolean {
   return false;
 }
 
-// PostgreSQL 13 and poolers such as PgBouncer refuse the startup parameter cronledger sends by default.
-const CONNECTION_CHECK_REFUSED = /client_connection_check_interval/;
-const CONNECTION_CHECK_HINT =
-  " (cronledger sends client_connection_check_interval so the server aborts statements of killed processes: " +
-  "PostgreSQL 13 and poolers like PgBouncer refuse it; set `database: { url, clientConnectionCheck: false }`)";
-
-/** The innermost cause's message, with what to do when it is one cronledger's own settings caused. */
+/**
+ * The cause of a database error in one line, never the SQL text: the
+ * diagnosis (cause and fix, see diagnose.ts) when it is a known connection
+ * problem, else the innermost cause's message. Without a final period, as
+ * it is quoted inside longer messages.
+ */
 export function rootMessage(error: unknown): string {
+  const diagnosis = diagnoseDatabaseError(error);
+  if (diagnosis) return diagnosis.message.replace(/\.$/, "");
   let current: unknown = error;
   for (let depth = 0; depth < 5; depth += 1) {
     const cause = (current as { cause?: unknown } | undefined)?.cause;
     if (!(cause instanceof Error)) break;
     current = cause;
   }
-  const message = current instanceof Error ? current.message : String(current);
-  return CONNECTION_CHECK_REFUSED.test(message) && !message.includes(CONNECTION_CHECK_HINT) ? message + CONNECTION_CHECK_HINT : message;
+  return current instanceof Error ? current.message : String(current);
 }

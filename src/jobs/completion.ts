@@ -2,7 +2,8 @@ import { Backoff } from "../backoff.js";
 import type { CompletionRow } from "../db/sql/jobs.js";
 import type { AttemptStatus } from "../events.js";
 import type { Logger } from "../log.js";
-import { redactError } from "../redact.js";
+import { retryCapMs } from "../db/diagnose.js";
+import { logFailure } from "../log.js";
 
 /** How an attempt ended, as the worker writes it back. */
 export type Completion =
@@ -79,6 +80,8 @@ export function completionRow(completion: Completion): CompletionRow {
 /** Completions are written together once this many are waiting, or after FLUSH_DELAY_MS. */
 const FLUSH_SIZE = 500;
 const FLUSH_DELAY_MS = 2;
+/** Failed writes retry after 100 ms doubling to this (a persistent cause: up to a minute). */
+const MAX_RETRY_MS = 5_000;
 /** How long a stopping worker keeps trying to write its completions before it leaves them to the reaper. */
 const DRAIN_DEADLINE_MS = 10_000;
 
@@ -100,7 +103,7 @@ export class CompletionBatcher {
   private pending: Completion[] = [];
   private flushing: Promise<void> | undefined;
   private timer: NodeJS.Timeout | undefined;
-  private readonly backoff = new Backoff({ initialMs: 100, factor: 2, maxMs: 5_000 });
+  private readonly backoff = new Backoff({ initialMs: 100, factor: 2, maxMs: MAX_RETRY_MS });
 
   constructor(private readonly host: BatcherHost) {}
 
@@ -140,8 +143,8 @@ export class CompletionBatcher {
       this.backoff.reset();
     } catch (error) {
       this.pending = batch.concat(this.pending);
-      const retryInMs = this.backoff.next();
-      this.host.logger.warn("recording finished jobs failed; retrying", { jobs: batch.length, retryInMs, error: redactError(error) });
+      const retryInMs = this.backoff.next(retryCapMs(error, MAX_RETRY_MS));
+      logFailure(this.host.logger, "warn", "recording finished jobs failed; retrying", { jobs: batch.length, retryInMs }, error);
     }
   }
 

@@ -3,6 +3,7 @@ import { parseDuration, type Duration } from "../duration.js";
 import { ConfigError } from "../errors.js";
 import type { Logger } from "../log.js";
 import type { Enqueuer } from "./enqueue.js";
+import { bytesOverLimit, DEFAULT_MAX_PAYLOAD_BYTES } from "./payload-limit.js";
 import { resolveRetryPolicy, type RetryClass, type RetryPolicy } from "./retry.js";
 
 /** The schedule entry and slot a scheduled job was fired for. */
@@ -121,15 +122,23 @@ export function describeIssues(error: z.ZodError): string[] {
  * serialised to JSON, parsed back, validated by the job's schema. A payload
  * that only validates before the round trip (a Date for `z.date()`, a
  * BigInt, undefined inside an array) would fail terminally at run time, so
- * it is refused here, with the reason, before anything is written.
+ * it is refused here, with the reason, before anything is written. So is
+ * one whose JSON is over `maxBytes` (see payloadTooLarge).
  */
-export function storablePayload(job: JobDefinition, payload: unknown): { ok: true; json: string } | { ok: false; issues: string[] } {
+export function storablePayload(
+  job: JobDefinition,
+  payload: unknown,
+  maxBytes: number = DEFAULT_MAX_PAYLOAD_BYTES,
+): { ok: true; json: string } | { ok: false; issues: string[] } | { ok: false; tooLarge: { bytes: number; atLeast: boolean } } {
   let json: string;
   try {
     json = JSON.stringify(payload ?? {});
   } catch (error) {
     return { ok: false, issues: [`payload: cannot be stored as JSON (${error instanceof Error ? error.message : String(error)})`] };
   }
+  // Before any parsing: a 20 MB payload costs a length check here, not a parse and a schema walk first.
+  const tooLarge = bytesOverLimit(json, maxBytes);
+  if (tooLarge !== undefined) return { ok: false, tooLarge };
   // One parse when the payload is good; the given value is parsed as well only to say why it is not.
   const stored = job.payload.safeParse(JSON.parse(json));
   if (stored.success) return { ok: true, json };

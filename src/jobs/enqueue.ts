@@ -6,6 +6,7 @@ import { InvalidArgumentError, JobNotRegisteredError, PayloadValidationError } f
 import { boundKey } from "../keys.js";
 import { closest } from "../suggest.js";
 import { storablePayload, type JobDefinition } from "./define-job.js";
+import { DEFAULT_MAX_PAYLOAD_BYTES, payloadTooLarge } from "./payload-limit.js";
 
 export interface EnqueueOptions {
   /** Unique per job name: enqueueing an existing key returns the existing job instead of adding one. */
@@ -56,7 +57,7 @@ export interface EnqueueRequest<S extends z.ZodType = z.ZodType> {
 function resolveJob(reference: JobReference, registry: ReadonlyMap<string, JobDefinition>): JobDefinition {
   const name = typeof reference === "string" ? reference : reference.name;
   const job = registry.get(name) ?? (typeof reference === "string" ? undefined : reference);
-  if (!job) throw new JobNotRegisteredError(name);
+  if (!job) throw new JobNotRegisteredError(name, closest(name, [...registry.keys()]));
   return job;
 }
 
@@ -78,13 +79,13 @@ function closestHint(key: string, known: readonly string[]): string {
 }
 
 /** Validates every request before anything is written: one bad payload writes nothing. */
-function toRow(request: EnqueueRequest, registry: ReadonlyMap<string, JobDefinition>, position?: number): NewJobRow {
+function toRow(request: EnqueueRequest, registry: ReadonlyMap<string, JobDefinition>, maxPayloadBytes: number, position?: number): NewJobRow {
   const job = resolveJob(request.job, registry);
   if (request.options !== undefined) checkOptions(request.options, job.name, position);
-  const payload = storablePayload(job, request.payload);
-  if (!payload.ok) {
-    throw new PayloadValidationError(job.name, payload.issues, position === undefined ? undefined : `enqueueMany item ${position}`);
-  }
+  const payload = storablePayload(job, request.payload, maxPayloadBytes);
+  const context = position === undefined ? undefined : `enqueueMany item ${position}`;
+  if ("tooLarge" in payload) throw payloadTooLarge(job.name, payload.tooLarge, maxPayloadBytes, context);
+  if (!payload.ok) throw new PayloadValidationError(job.name, payload.issues, context);
   const options = request.options ?? {};
   if (options.runAt !== undefined && options.delay !== undefined) {
     throw new InvalidArgumentError(`enqueue(${job.name}): pass either runAt or delay, not both.`);
@@ -115,8 +116,9 @@ export async function enqueueJobs(
   executor: Executor,
   registry: ReadonlyMap<string, JobDefinition>,
   requests: readonly EnqueueRequest[],
+  maxPayloadBytes: number = DEFAULT_MAX_PAYLOAD_BYTES,
 ): Promise<EnqueuedJob[]> {
-  const rows = requests.map((request, index) => toRow(request, registry, requests.length > 1 ? index : undefined));
+  const rows = requests.map((request, index) => toRow(request, registry, maxPayloadBytes, requests.length > 1 ? index : undefined));
   if (rows.length === 0) return [];
   const inserted = await insertJobs(executor, rows);
 

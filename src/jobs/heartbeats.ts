@@ -1,5 +1,4 @@
-import type { Logger } from "../log.js";
-import { rootMessage } from "../db/transient.js";
+import { logFailure, type Logger } from "../log.js";
 
 export interface HeartbeatHost {
   /** Ids of the jobs the worker holds (running or claimed but not started). */
@@ -41,7 +40,7 @@ export class Heartbeats {
     try {
       alive = await this.host.beat(ids);
     } catch (error) {
-      this.host.logger.warn("heartbeat failed; the reaper takes jobs back if this lasts longer than the lease", { leaseMs: this.leaseMs, error: rootMessage(error) });
+      logFailure(this.host.logger, "warn", "heartbeat failed; the reaper takes jobs back if this lasts longer than the lease", { leaseMs: this.leaseMs }, error);
       return;
     }
     const lost = ids.filter((id) => !alive.has(id));

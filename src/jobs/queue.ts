@@ -29,6 +29,8 @@ export interface JobQueueOptions {
   readonly logger: Logger;
   readonly leaseMs: number;
   readonly retention: ResolvedRetention;
+  /** Largest stored JSON of an enqueued payload. */
+  readonly maxPayloadBytes: number;
   /** The loaded schedule entry of a ledger key, for `ctx.schedule`. */
   readonly entryOf?: (ledgerKey: string) => { readonly identity: string; readonly entryKey: string | undefined } | undefined;
 }
@@ -47,9 +49,11 @@ export class JobQueue implements Enqueuer, AttemptServices {
   readonly leaseMs: number;
   private readonly retention: ResolvedRetention;
   private readonly entries: JobQueueOptions["entryOf"];
+  private readonly maxPayloadBytes: number;
 
   constructor(options: JobQueueOptions) {
     this.entries = options.entryOf;
+    this.maxPayloadBytes = options.maxPayloadBytes;
     this.database = options.database;
     this.jobs = options.jobs;
     this.events = options.events;
@@ -83,7 +87,7 @@ export class JobQueue implements Enqueuer, AttemptServices {
    * enqueue atomically with its own writes).
    */
   private insert(requests: readonly EnqueueRequest[], db: Executor | undefined): Promise<EnqueuedJob[]> {
-    return enqueueJobs(this.executor(db), this.jobs, requests);
+    return enqueueJobs(this.executor(db), this.jobs, requests, this.maxPayloadBytes);
   }
 
   /** Where a write goes: the application's database or transaction when given (checked), else cronledger's own. */

@@ -3,7 +3,8 @@ import { hostname } from "node:os";
 import { Backoff } from "../backoff.js";
 import type { ClaimedJob } from "../db/sql/jobs.js";
 import { InvalidArgumentError, InvalidStoredJobError, JobNotRegisteredError, JobTimeoutError, LeaseLostError, NonRetryableError, WorkerShutdownError } from "../errors.js";
-import { childLogger, type Logger } from "../log.js";
+import { retryCapMs } from "../db/diagnose.js";
+import { childLogger, logFailure, type Logger } from "../log.js";
 import type { ResolvedWorkOptions } from "../options.js";
 import { redactError } from "../redact.js";
 import { Attempt } from "./attempt.js";
@@ -23,6 +24,8 @@ export interface WorkerSettings extends Omit<ResolvedWorkOptions, "queues" | "le
   readonly leaseMs: number;
 }
 
+/** Claims and completions that fail retry after 100 ms doubling to this; a persistent cause (wrong password) waits up to a minute. */
+export const MAX_RETRY_BACKOFF_MS = 5_000;
 /** After aborting at the end of the grace period, how long handlers get to honour the signal. */
 const ABORT_SETTLE_MS = 2_000;
 
@@ -64,7 +67,7 @@ export class Worker {
   private readonly batcher: CompletionBatcher;
   private readonly heartbeats: Heartbeats;
   private readonly meter = new RateMeter();
-  private readonly claimBackoff = new Backoff({ initialMs: 100, factor: 2, maxMs: 5_000 });
+  private readonly claimBackoff = new Backoff({ initialMs: 100, factor: 2, maxMs: MAX_RETRY_BACKOFF_MS });
 
   private readonly summary = emptySummary();
   private readonly buffer: ClaimedJob[] = [];
@@ -120,7 +123,7 @@ export class Worker {
           if (this.queues.includes(queue)) this.wake();
         });
       } catch (error) {
-        this.log.warn("LISTEN failed; relying on polling until the next start", { error: redactError(error) });
+        logFailure(this.log, "warn", "LISTEN failed; relying on polling until the next start", {}, error);
       }
       this.pollTimer = setInterval(() => this.wake(), this.settings.pollMs);
     }
@@ -186,8 +189,8 @@ export class Worker {
       rows = await this.queue.claim({ workerId: this.id, queues: this.queues, limit, now: this.settings.clock?.() });
       this.claimBackoff.reset();
     } catch (error) {
-      const retryInMs = this.claimBackoff.next();
-      this.log.warn("claiming jobs failed; retrying", { retryInMs, error: redactError(error) });
+      const retryInMs = this.claimBackoff.next(retryCapMs(error, MAX_RETRY_BACKOFF_MS));
+      logFailure(this.log, "warn", "claiming jobs failed; retrying", { retryInMs }, error);
       this.claimRetryTimer = setTimeout(() => {
         this.claimRetryTimer = undefined;
         this.pump();

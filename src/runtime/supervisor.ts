@@ -1,9 +1,9 @@
 import { Backoff } from "../backoff.js";
 import { emptySummary } from "../jobs/completion.js";
 import type { Worker, WorkSummary } from "../jobs/worker.js";
-import type { Logger } from "../log.js";
+import { retryCapMs } from "../db/diagnose.js";
+import { logFailure, type Logger } from "../log.js";
 import type { ResolvedStartOptions } from "../options.js";
-import { redactError } from "../redact.js";
 import type { TickReport } from "../schedule/tick.js";
 
 export type { StartOptions } from "../options.js";
@@ -20,8 +20,9 @@ export interface SupervisorHost {
 /** Ticks wake this long after the fire time so the database clock has certainly reached it. */
 const TICK_MARGIN_MS = 2;
 const MIN_TICK_SLEEP_MS = 5;
-/** Waits before restarting a part that failed: 250 ms doubling to 5 s. */
-const restartBackoff = () => new Backoff({ initialMs: 250, factor: 2, maxMs: 5_000 });
+/** Waits before restarting a part that failed: 250 ms doubling to 5 s; to a minute for a persistent cause such as a wrong password (retryCapMs). */
+const MAX_RESTART_BACKOFF_MS = 5_000;
+const restartBackoff = () => new Backoff({ initialMs: 250, factor: 2, maxMs: MAX_RESTART_BACKOFF_MS });
 
 /** setTimeout that ends early when `signal` aborts. */
 function sleep(ms: number, signal: AbortSignal): Promise<void> {
@@ -61,8 +62,10 @@ export class Supervisor {
   }
 
   start(): void {
+    // Made before the ticker starts: a worker that cannot be made throws here, before anything is written.
+    const first = this.options.workers ? this.host.createWorker(this.options) : undefined;
     if (this.options.ticker) this.loops.push(this.runTicker());
-    if (this.options.workers) this.loops.push(this.runWorkers());
+    if (first) this.loops.push(this.runWorkers(first));
     if (this.options.handleSignals) {
       process.on("SIGTERM", this.onSignal);
       process.on("SIGINT", this.onSignal);
@@ -96,7 +99,7 @@ export class Supervisor {
     this.host.logger.info(`${signal} received: stopping gracefully (send it again to abort running jobs now)`);
     void this.stop()
       .then(() => this.host.close())
-      .catch((error: unknown) => this.host.logger.error("graceful stop failed", { error: redactError(error) }))
+      .catch((error: unknown) => logFailure(this.host.logger, "error", "graceful stop failed", {}, error))
       .finally(() => {
         // Nobody else listens: let the signal do what it would have done without us (end the process).
         if (process.listenerCount(signal) === 0) process.kill(process.pid, signal);
@@ -115,26 +118,28 @@ export class Supervisor {
         const untilNext = report.nextFireAt === null ? maxTickMs : report.nextFireAt.getTime() - report.now.getTime() + TICK_MARGIN_MS;
         delay = Math.min(maxTickMs, Math.max(MIN_TICK_SLEEP_MS, untilNext));
       } catch (error) {
-        delay = backoff.next();
-        this.host.logger.error("scheduler tick failed; retrying", { attempt: backoff.attempts, retryInMs: delay, error: redactError(error) });
+        delay = backoff.next(retryCapMs(error, MAX_RESTART_BACKOFF_MS));
+        logFailure(this.host.logger, "error", "scheduler tick failed; retrying", { attempt: backoff.attempts, retryInMs: delay }, error);
       }
       await sleep(delay, signal);
     }
   }
 
-  private async runWorkers(): Promise<void> {
+  private async runWorkers(first: Worker): Promise<void> {
     const signal = this.stopping.signal;
     const backoff = restartBackoff();
+    let next: Worker | undefined = first;
     while (!signal.aborted) {
-      const worker = this.host.createWorker(this.options);
+      const worker = next ?? this.host.createWorker(this.options);
+      next = undefined;
       this.worker = worker;
       try {
         const summary = await worker.run();
         for (const key of Object.keys(this.totals) as (keyof WorkSummary)[]) this.totals[key] += summary[key];
         backoff.reset();
       } catch (error) {
-        const delay = backoff.next();
-        this.host.logger.error("worker crashed; restarting it", { attempt: backoff.attempts, retryInMs: delay, error: redactError(error) });
+        const delay = backoff.next(retryCapMs(error, MAX_RESTART_BACKOFF_MS));
+        logFailure(this.host.logger, "error", "worker crashed; restarting it", { attempt: backoff.attempts, retryInMs: delay }, error);
         await worker.stop(0).catch(() => undefined);
         await sleep(delay, signal);
       }

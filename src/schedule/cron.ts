@@ -87,19 +87,22 @@ export function parseCron(expression: string): ParsedCron {
     }
   });
 
+  assertListItems(expression, six);
+  const effective = withoutRepeats(six);
+
   let sets: CronFieldSets;
   let neverMatches = false;
   try {
-    sets = toSets(CronExpressionParser.parse(withoutRepeats(six).join(" "), { tz: "UTC" }).fields);
+    sets = toSets(CronExpressionParser.parse(effective.join(" "), { tz: "UTC" }).fields);
   } catch (error) {
     if (!(error instanceof Error) || error.message !== "Invalid explicit day of month definition") {
       throw new InvalidCronError(expression, describeParseFailure(six, error));
     }
     // cron-parser refuses a day of month no chosen month has; such an entry
     // is valid but never fires, so keep its fields for the canonical form.
-    const withAnyMonth = [...six.slice(0, 4), "*", six[5] ?? "*"].join(" ");
+    const withAnyMonth = [...effective.slice(0, 4), "*", effective[5] ?? "*"].join(" ");
     const anyMonth = toSets(CronExpressionParser.parse(withAnyMonth, { tz: "UTC" }).fields);
-    const months = CronExpressionParser.parse(`0 0 0 1 ${six[4] ?? "*"} *`, { tz: "UTC" }).fields.month.values;
+    const months = CronExpressionParser.parse(`0 0 0 1 ${effective[4] ?? "*"} *`, { tz: "UTC" }).fields.month.values;
     sets = { ...anyMonth, month: [...months] };
     neverMatches = true;
   }
@@ -232,15 +235,44 @@ function renderDayOfWeek(sets: CronFieldSets): string {
 const FIELD_KEYS = ["second", "minute", "hour", "dayOfMonth", "month", "dayOfWeek"] as const;
 
 /**
+ * Lists cron-parser and classic cron both refuse, with a message that says
+ * what to change: an empty item (`1,,3`, `1,3,`, `,1`) and `d#n` inside a
+ * weekday list (`1#2,3`). Both used to slip through withoutRepeats, which
+ * read an empty item as 0 and `1#2` as plain Monday.
+ */
+function assertListItems(expression: string, six: readonly string[]): void {
+  six.forEach((token, index) => {
+    if (!token.includes(",")) return;
+    const field = FIELD_NAMES[index];
+    if (token.split(",").includes("")) {
+      throw new InvalidCronError(
+        expression,
+        `the ${field} field ${JSON.stringify(token)} has an empty list item (a doubled, leading or trailing comma); remove the extra comma or write the value you meant.`,
+      );
+    }
+    if (index === 5 && token.includes("#")) {
+      throw new InvalidCronError(
+        expression,
+        `the day-of-week field ${JSON.stringify(token)} puts d#n in a list; d#n (1#2 = second Monday) must stand alone, so write one schedule entry for each item of the list, each with its own key.`,
+      );
+    }
+  });
+}
+
+/**
  * cron-parser refuses a list that names a value twice, which classic cron
- * accepts: `0,7` (both Sunday), `1-5,3`. Such a list field is replaced by
- * the union of what its parts match; lists of L/# forms are left to fail.
+ * accepts: `0,7` (both Sunday), `1-5,3`. Only such a list field is replaced
+ * by the union of what its parts match; every other field reaches
+ * cron-parser as written, so it refuses what it refuses. A list whose parts
+ * are not plain numbers, ranges and steps (L, d#n) is left to fail.
  */
 function withoutRepeats(six: readonly string[]): string[] {
   return six.map((token, index) => {
     if (!token.includes(",")) return token;
     const values = new Set<number>();
+    let matchedCount = 0;
     for (const part of token.split(",")) {
+      if (part === "" || part.includes("#")) return token;
       const probe = six.map((_, at) => (at === index ? part : at === 0 ? "0" : "*"));
       let matched: readonly (number | string)[];
       try {
@@ -248,11 +280,15 @@ function withoutRepeats(six: readonly string[]): string[] {
       } catch {
         return token;
       }
+      const partValues = new Set<number>();
       for (const value of matched) {
         if (typeof value !== "number") return token;
-        values.add(index === 5 && value === 7 ? 0 : value);
+        partValues.add(index === 5 && value === 7 ? 0 : value);
       }
+      matchedCount += partValues.size;
+      for (const value of partValues) values.add(value);
     }
+    if (matchedCount === values.size) return token;
     return [...values].sort((a, b) => a - b).join(",");
   });
 }

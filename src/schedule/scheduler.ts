@@ -20,8 +20,13 @@ export interface LoadedSchedule {
  * ScheduleValidationError listing every problem: a process refuses to start
  * on a broken schedule. `jobs`: every job the entries may name.
  */
-export function loadEntries(schedule: readonly unknown[], chores: readonly unknown[], jobs: readonly JobDefinition[], namespace: string): LoadedSchedule {
-  const loaded = loadSchedule([...schedule, ...chores], jobs, { namespace });
+export function loadEntries(
+  schedule: readonly unknown[],
+  chores: readonly unknown[],
+  jobs: readonly JobDefinition[],
+  options: { readonly namespace: string; readonly maxPayloadBytes: number },
+): LoadedSchedule {
+  const loaded = loadSchedule([...schedule, ...chores], jobs, options);
   return {
     entries: loaded.entries.filter((entry) => entry.index < schedule.length),
     choreEntries: loaded.entries.filter((entry) => entry.index >= schedule.length),

@@ -1,4 +1,5 @@
 import type { Executor } from "../db/executor.js";
+import { diagnoseDatabaseError } from "../db/diagnose.js";
 import { runPass, type PassRow } from "../db/sql/ledger.js";
 import { isTransientDatabaseError, rootMessage } from "../db/transient.js";
 import { Backoff } from "../backoff.js";
@@ -97,7 +98,7 @@ export async function runTick(context: TickContext, options: TickOptions = {}): 
     } catch (error) {
       const phaseError = error instanceof PhaseError ? error : new PhaseError("pass", undefined, error);
       if (!isTransientDatabaseError(phaseError.original) || attempt > TICK_RETRIES) {
-        throw new TickError(phaseError.phase, phaseError.entry, rootMessage(phaseError.original), attempt, phaseError.original);
+        throw new TickError(phaseError.phase, phaseError.entry, phaseError.original, attempt);
       }
       context.logger.warn("tick hit a transient database error; retrying", { phase: phaseError.phase, attempt, error: redact(phaseError.message) });
       await sleep(backoff.next());
@@ -143,7 +144,8 @@ async function runPlan(context: TickContext, plan: Plan, into: PassResult, upcom
   try {
     return await runStatement(context, plan, plan.entries, into, upcoming);
   } catch (error) {
-    if (isTransientDatabaseError(error) || plan.entries.length === 0) throw new PhaseError("pass", undefined, error);
+    // A connection problem (refused, wrong password...) is no entry's fault: the pass fails, nothing is quarantined.
+    if (isTransientDatabaseError(error) || diagnoseDatabaseError(error) || plan.entries.length === 0) throw new PhaseError("pass", undefined, error);
     context.logger.warn("tick statement failed; retrying entries one by one to isolate the failure", { error: redact(rootMessage(error)) });
   }
   let nowMs: number | undefined;
@@ -151,7 +153,7 @@ async function runPlan(context: TickContext, plan: Plan, into: PassResult, upcom
     try {
       nowMs = await runStatement(context, plan, [entry], into, upcoming);
     } catch (error) {
-      if (isTransientDatabaseError(error)) throw new PhaseError("enqueue", entry.identity, error);
+      if (isTransientDatabaseError(error) || diagnoseDatabaseError(error)) throw new PhaseError("enqueue", entry.identity, error);
       quarantine(context, plan, entry, error, into);
     }
   }

@@ -2,7 +2,8 @@ import { z } from "zod";
 import { parseDuration } from "../duration.js";
 import { CronledgerError, ScheduleValidationError, type ScheduleProblem } from "../errors.js";
 import { isJobDefinition, storablePayload, type JobDefinition } from "../jobs/define-job.js";
-import { closest } from "../suggest.js";
+import { describeTooLarge, resolveMaxPayloadBytes } from "../jobs/payload-limit.js";
+import { closest, describeShapeIssues } from "../suggest.js";
 import { parseCron, type ParsedCron } from "./cron.js";
 import { entryIdentity, ledgerKey } from "./identity.js";
 import { slotCalendar, type SlotCalendar } from "./slot-calendar.js";
@@ -36,6 +37,8 @@ export interface ResolveOptions {
   readonly namespace?: string;
   /** Reference instant for the never_matches look-ahead; defaults to the wall clock. */
   readonly now?: Date;
+  /** Largest stored JSON of an entry's payload; default 1 MiB (see createCronledger's `maxPayloadBytes`). */
+  readonly maxPayloadBytes?: number;
 }
 
 const durationSchema = z.union([z.number(), z.string()], { error: 'must be a duration such as "30s" or a number of milliseconds' });
@@ -61,24 +64,6 @@ const entryShape = z.strictObject(
   },
   { error: "each entry must be an object like { job, cron }" },
 );
-const ENTRY_FIELDS = Object.keys(entryShape.shape);
-
-/** Zod issues of the entry shape as "field: problem", with a hint for misspelt field names. */
-function describeShapeIssues(error: z.ZodError): string {
-  return error.issues
-    .map((issue) => {
-      if (issue.code === "unrecognized_keys") {
-        return issue.keys
-          .map((key) => {
-            const hint = closest(key, ENTRY_FIELDS);
-            return `unknown field "${key}" (${hint ? `did you mean "${hint}"?` : `entries take ${ENTRY_FIELDS.join(", ")}`})`;
-          })
-          .join("; ");
-      }
-      return issue.path.length === 0 ? issue.message : `${issue.path.join(".")}: ${issue.message}`;
-    })
-    .join("; ");
-}
 
 function describe(index: number, jobName: string | undefined): string {
   return `schedule[${index}]${jobName ? ` (${jobName})` : ""}`;
@@ -102,6 +87,7 @@ export function resolveSchedule(
 ): { entries: ResolvedEntry[]; problems: ScheduleProblem[] } {
   const namespace = options.namespace ?? "default";
   const nowMs = (options.now ?? new Date()).getTime();
+  const maxPayloadBytes = resolveMaxPayloadBytes(options.maxPayloadBytes);
   const registry = new Map(jobs.map((job) => [job.name, job]));
   const problems: ScheduleProblem[] = [];
   const resolved: ResolvedEntry[] = [];
@@ -120,7 +106,7 @@ export function resolveSchedule(
 
     const shape = entryShape.safeParse(raw);
     if (!shape.success) {
-      report("invalid_entry", `${describeShapeIssues(shape.error)}.`);
+      report("invalid_entry", `${describeShapeIssues(shape.error, entryShape, { noun: "field", list: "entries take" })}.`);
       return;
     }
     const entry = shape.data;
@@ -147,17 +133,21 @@ export function resolveSchedule(
     const registered = registry.get(name);
     const job = registered ?? (typeof entry.job === "string" ? undefined : entry.job);
     if (!registered) {
+      const hint = closest(name, [...registry.keys()]);
       report(
         "unregistered_job",
-        `job "${name}" is not registered: add its defineJob() result to \`jobs\` (createCronledger / defineConfig), or fix the name.`,
+        `job "${name}" is not registered${hint === undefined ? "" : ` (did you mean "${hint}"?)`}: add its defineJob() result to \`jobs\` (createCronledger / defineConfig), or fix the name.`,
       );
       broken = true;
     }
 
     let payloadJson = "{}";
     if (job) {
-      const payload = storablePayload(job, entry.payload);
-      if (!payload.ok) {
+      const payload = storablePayload(job, entry.payload, maxPayloadBytes);
+      if ("tooLarge" in payload) {
+        report("invalid_payload", `payload ${describeTooLarge(payload.tooLarge, maxPayloadBytes)}.`);
+        broken = true;
+      } else if (!payload.ok) {
         report("invalid_payload", `payload does not match job "${name}"'s schema: ${payload.issues.join("; ")}.`);
         broken = true;
       } else {

@@ -15,6 +15,12 @@ import { createTestDatabase } from "./database.js";
 /** The secrets the failing job leaks into its error; no admin surface may show them. */
 export const LEAKED_BEARER = "abc123";
 export const LEAKED_PASSWORD = "hunter2-pw-secret";
+/** A Redis URL's password with an empty user name, a named ciphertext and a bare base64 blob: also leaked by the failing job. */
+export const LEAKED_URL_PASSWORD = "r3dis-only-pass";
+export const LEAKED_CIPHERTEXT = "c1ph3rT3xtV4lu3";
+export const LEAKED_BASE64 = "kR7vQ2mZ8xW4nL6pT0yB3cF5hJ9dS1gA";
+/** Every secret above: no admin surface may show any of them. */
+export const LEAKED_SECRETS = [LEAKED_BEARER, LEAKED_PASSWORD, LEAKED_URL_PASSWORD, LEAKED_CIPHERTEXT, LEAKED_BASE64] as const;
 
 export const okJob = defineJob({ name: "report.ok", retry: "maintenance", run: () => undefined });
 export const skipJob = defineJob({ name: "report.skip", retry: "maintenance", run: () => skip("nothing to report") });
@@ -33,7 +39,10 @@ export const chargeJob = defineJob({
   run: (payload, ctx) => {
     // A careless handler: it logs its payload and the header it sent before failing with both in the message.
     ctx.log.warn(`posting with Authorization: Bearer ${LEAKED_BEARER}`, { payload, sent: { password: payload.password }, note: `password: ${payload.password}` });
-    throw new Error(`charge failed: upstream said 401 to Authorization: Bearer ${LEAKED_BEARER} while posting payload ${JSON.stringify(payload)}`);
+    throw new Error(
+      `charge failed: upstream said 401 to Authorization: Bearer ${LEAKED_BEARER} while posting payload ${JSON.stringify(payload)}\n` +
+        `session cache redis://:${LEAKED_URL_PASSWORD}@cache.internal:6379/0 kept ciphertext: ${LEAKED_CIPHERTEXT}\nsealed box ${LEAKED_BASE64} dropped`,
+    );
   },
 });
 /** Its inserts are rejected by a trigger, so every tick quarantines its entry. */

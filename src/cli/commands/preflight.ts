@@ -31,7 +31,7 @@ export const preflight: Command = {
     try {
       const config = await loadConfig(file);
       entries = config.schedule?.length ?? 0;
-      problems = validateSchedule(config.schedule ?? [], config.jobs, { namespace: config.namespace });
+      problems = validateSchedule(config.schedule ?? [], config.jobs, { namespace: config.namespace, maxPayloadBytes: config.maxPayloadBytes });
     } catch (error) {
       // CI reads the annotation or the JSON, so a config that does not load is reported there too.
       if (format === "text" || !(error instanceof CronledgerError)) throw error;

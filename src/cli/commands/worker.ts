@@ -1,4 +1,5 @@
-import { startAdminServer } from "../../admin/server.js";
+import { MIN_TOKEN_LENGTH } from "../../admin/handler.js";
+import { startAdminServer, type AdminServer } from "../../admin/server.js";
 import type { CronledgerConfig } from "../../config.js";
 import type { Cronledger } from "../../cronledger.js";
 import { ConfigError } from "../../errors.js";
@@ -35,21 +36,27 @@ export const worker: Command = {
     const queues = queueList(args);
     const adminPort = integerOption(args, "admin-port", 0, 65_535);
     const { ledger, config } = await openLedger(args, io, "schedule");
+    let server: AdminServer | undefined;
     try {
+      // Every setting is checked before the first write: a mistake stops the worker before it ticks, enqueues or claims.
+      // The config's worker and admin sections were checked whole when it was loaded (src/options.ts).
+      const workerSection = config?.worker;
       const admin = adminSettings(config, adminPort, args.boolean("admin-without-token"), io);
       await assertMigrated(ledger);
-      const settings = { concurrency: concurrency ?? config?.worker?.concurrency, queues: queues ?? config?.worker?.queues };
+      const settings = { concurrency: concurrency ?? workerSection?.concurrency, queues: queues ?? workerSection?.queues };
+      // Bound before the runtime starts, so a port in use stops the worker before it does anything.
+      if (admin) server = await startAdmin(ledger, admin, io);
       await ledger.start({
         ...(settings.concurrency === undefined ? {} : { concurrency: settings.concurrency }),
         ...(settings.queues === undefined ? {} : { queues: settings.queues }),
       });
-      if (admin) await startAdmin(ledger, admin, io);
       io.stderr(
         `cronledger worker started: ${plural(ledger.entries.length, "schedule entry", "schedule entries")}, ${plural(ledger.jobs.size, "job")}` +
           `${settings.queues ? `, queues ${settings.queues.join(",")}` : ""}${settings.concurrency ? `, concurrency ${settings.concurrency}` : ""}. ` +
           "Ctrl-C or SIGTERM stops it gracefully.",
       );
     } catch (error) {
+      await server?.close();
       await ledger.close();
       throw error;
     }
@@ -65,28 +72,37 @@ interface AdminSettings {
   readonly token: string | undefined;
 }
 
-/** Checked before the worker starts: an admin API without a token is served only when asked for explicitly. */
+/** Checked before the worker starts: an admin API without a token is served only when asked for explicitly, and a short token not at all. */
 function adminSettings(config: CronledgerConfig | undefined, portFlag: number | undefined, withoutToken: boolean, io: CliIO): AdminSettings | undefined {
-  const port = portFlag ?? config?.admin?.port;
+  const section = config?.admin;
+  const port = portFlag ?? section?.port;
   if (port === undefined) return undefined;
-  const token = config?.admin?.token ?? (io.env.CRONLEDGER_ADMIN_TOKEN || undefined);
+  const fromConfig = section?.token;
+  const token = fromConfig ?? (io.env.CRONLEDGER_ADMIN_TOKEN || undefined);
   if (token === undefined && !withoutToken) {
     throw new ConfigError(
       "The admin API needs a bearer token: set CRONLEDGER_ADMIN_TOKEN or the config's admin.token, " +
         "or pass --admin-without-token to serve it on 127.0.0.1 only, without one.",
     );
   }
-  return { port, host: config?.admin?.host, token };
+  if (token !== undefined && token.length < MIN_TOKEN_LENGTH) {
+    throw new ConfigError(
+      `The admin token (${fromConfig === undefined ? "CRONLEDGER_ADMIN_TOKEN" : "the config's admin.token"}) is ${token.length} characters; ` +
+        `it must be at least ${MIN_TOKEN_LENGTH}: generate one with \`openssl rand -hex 32\`.`,
+    );
+  }
+  return { port, host: section?.host, token };
 }
 
 /** The server lives as long as the process: the runtime's signal handling ends both. */
-async function startAdmin(ledger: Cronledger, admin: AdminSettings, io: CliIO): Promise<void> {
+async function startAdmin(ledger: Cronledger, admin: AdminSettings, io: CliIO): Promise<AdminServer> {
   const server = await startAdminServer(ledger, {
     port: admin.port,
     ...(admin.host === undefined ? {} : { host: admin.host }),
     ...(admin.token === undefined ? { allowUnauthenticatedLocalhost: true } : { token: admin.token }),
   });
   io.stderr(`cronledger admin at ${server.url}/admin/scheduler${admin.token === undefined ? " (no token: loopback only)" : ""}`);
+  return server;
 }
 
 function queueList(args: ParsedArgs): string[] | undefined {
