@@ -8,7 +8,7 @@ import { resolveRetryPolicy, type RetryClass, type RetryPolicy } from "./retry.j
 
 /** The schedule entry and slot a scheduled job was fired for. */
 export interface JobSchedule {
-  /** The entry's ledger key (`cronledger.schedule_state.key`, also the job's `schedule_key`). */
+  /** The entry's ledger key (the ledger row's `key`, also the job's `schedule_key`). */
   readonly key: string;
   /** The entry's identity (job, entry key, canonical cron, time zone); null when this process does not load that entry (a rollout). */
   readonly identity: string | null;
