@@ -31,6 +31,7 @@ export type ErrorCode =
   | "invalid_filter"
   | "job_not_found"
   | "job_not_failed"
+  | "job_not_cancellable"
   // The database
   | "migration_failed";
 
@@ -68,6 +69,7 @@ export const ERROR_HTTP_STATUS: Readonly<Record<ErrorCode, number>> = {
   invalid_filter: 400,
   job_not_found: 404,
   job_not_failed: 409,
+  job_not_cancellable: 409,
   migration_failed: 503,
 };
 
@@ -325,6 +327,22 @@ export class JobNotFailedError extends CronledgerError {
 
   constructor(jobId: number, status: string) {
     super("job_not_failed", `Job ${jobId} is ${status}, not failed; only failed jobs can be retried.`);
+    this.jobId = jobId;
+    this.status = status;
+  }
+}
+
+/** Only a job waiting to run (queued, or queued for a retry) can be cancelled: a running one belongs to its worker, a finished one is history. */
+export class JobNotCancellableError extends CronledgerError {
+  readonly jobId: number;
+  readonly status: string;
+
+  constructor(jobId: number, status: string) {
+    super(
+      "job_not_cancellable",
+      `Job ${jobId} is ${status}; only a queued job (waiting for its first run or for a retry) can be cancelled.` +
+        (status === "running" ? " Let it finish, or stop its worker: an interrupted job goes back to the queue, and can be cancelled then." : ""),
+    );
     this.jobId = jobId;
     this.status = status;
   }

@@ -2,10 +2,12 @@ import type { Registry } from "prom-client";
 import { z } from "zod";
 import type { Database, DatabaseSetting } from "./db/connection.js";
 import { parseDuration, type Duration } from "./duration.js";
-import { ConfigError } from "./errors.js";
+import { ConfigError, InvalidArgumentError } from "./errors.js";
 import type { CronledgerHooks } from "./events.js";
 import { isJobDefinition, type JobDefinition } from "./jobs/define-job.js";
 import type { RetentionOptions, ResolvedRetention } from "./jobs/retention.js";
+import { RETRY_CLASSES, type RetryClass } from "./jobs/retry.js";
+import type { RetryOverride, StoredRetryPolicy } from "./jobs/retry-override.js";
 import type { Logger } from "./log.js";
 import type { ScheduleEntry } from "./schedule/define-schedule.js";
 import { closest } from "./suggest.js";
@@ -61,6 +63,15 @@ export interface CronledgerOptions {
   readonly chores?: ChoresSetting;
   /** A running job without a heartbeat for this long is reaped; default 30 s. Heartbeats go every lease/3. */
   readonly lease?: Duration;
+  /**
+   * What a schedule with invalid entries does (an invalid cron, an unregistered job, a bad payload, a duplicate...).
+   * `"quarantine"` (default): the valid entries run; each invalid one is logged, listed as broken with its
+   * problems in the status, on the Schedule page and in `cronledger status`, and counted in
+   * `cronledger_schedule_entries{state="invalid"}`. `"fail"`: createCronledger throws one
+   * ScheduleValidationError listing every problem, and nothing runs (fail fast; `cronledger preflight` in CI
+   * catches the same problems before a deploy).
+   */
+  readonly invalidEntries?: InvalidEntriesMode;
   /** Defaults for `cronledger worker`; its --concurrency and --queues flags override them. The ledger itself ignores them. */
   readonly worker?: {
     readonly concurrency?: number;
@@ -78,6 +89,8 @@ export interface CronledgerOptions {
     readonly token?: string;
   };
 }
+
+export type InvalidEntriesMode = "quarantine" | "fail";
 
 export interface WorkOptions {
   /** Drain the jobs that are ready now, then return a summary (default: run until stop()). */
@@ -124,6 +137,7 @@ export const DEFAULT_BATCH_SIZE = 500;
 export const DEFAULT_POLL_INTERVAL_MS = 1_000;
 export const DEFAULT_GRACE_PERIOD_MS = 25_000;
 export const DEFAULT_MAX_TICK_INTERVAL_MS = 30_000;
+export const DEFAULT_INVALID_ENTRIES: InvalidEntriesMode = "quarantine";
 
 // ---------------------------------------------------------------- building blocks
 
@@ -193,6 +207,9 @@ const cronledgerShape = {
     .optional(),
   chores: choresSchema.optional(),
   lease: duration("lease").default(DEFAULT_LEASE_MS),
+  invalidEntries: z
+    .enum(["quarantine", "fail"], { error: 'invalidEntries must be "quarantine" (run the valid entries, show the invalid ones as broken) or "fail" (throw)' })
+    .default(DEFAULT_INVALID_ENTRIES),
   // The CLI's settings: accepted here too, so a config file's object can be passed to createCronledger as it is.
   worker: z
     .strictObject({
@@ -255,6 +272,7 @@ export interface ResolvedCronledgerOptions {
   readonly metrics: { readonly registry?: Registry | undefined } | false;
   readonly chores: ResolvedChores;
   readonly leaseMs: number;
+  readonly invalidEntries: InvalidEntriesMode;
 }
 
 export interface ResolvedWorkOptions {
@@ -330,6 +348,7 @@ export function resolveCronledgerOptions(options: CronledgerOptions | undefined)
     metrics: parsed.metrics ?? {},
     chores: resolveChores(parsed.chores),
     leaseMs: parsed.lease,
+    invalidEntries: parsed.invalidEntries,
   };
 }
 
@@ -365,4 +384,43 @@ export function parseConfig(value: unknown, file: string): ParsedConfig {
     throw new ConfigError(`Config file ${file} has no \`jobs\` array; it must \`export default defineConfig({ jobs: [...], schedule: [...] })\`.`);
   }
   return parse(configSchema, value, `config file ${file}`, Object.keys(configSchema.shape));
+}
+
+// ---------------------------------------------------------------- per-enqueue retry policy
+
+const RETRY_CLASS_NAMES = Object.keys(RETRY_CLASSES) as [RetryClass, ...RetryClass[]];
+const attemptsSchema = positiveInteger("retry.maxAttempts");
+const nonNegative = (what: string) => z.number({ error: `${what} must be a number of milliseconds` }).min(0, `${what} must not be negative`);
+const retryOverrideSchema = z.union(
+  [
+    z.enum(RETRY_CLASS_NAMES),
+    z.strictObject({ maxAttempts: attemptsSchema }),
+    z.strictObject({
+      maxAttempts: attemptsSchema,
+      baseMs: nonNegative("retry.baseMs"),
+      capMs: nonNegative("retry.capMs"),
+      jitter: z.number().min(0, "retry.jitter must be from 0 to 1").max(1, "retry.jitter must be from 0 to 1").optional(),
+    }),
+  ],
+  {
+    error: `retry must be ${RETRY_CLASS_NAMES.map((name) => JSON.stringify(name)).join(", ")}, { maxAttempts } or { maxAttempts, baseMs, capMs, jitter? }`,
+  },
+);
+
+/**
+ * `enqueue(job, payload, { retry })`: the policy stored with the job and the
+ * attempt budget it gives. A function (`delayMs`) cannot be stored with a
+ * row, so such a policy is refused here with the way round it.
+ */
+export function resolveRetryOverride(value: RetryOverride, jobName: string): { readonly maxAttempts: number; readonly stored: StoredRetryPolicy } {
+  if (typeof value === "object" && value !== null && "delayMs" in value) {
+    throw new InvalidArgumentError(
+      `enqueue(${jobName}): a retry policy with delayMs cannot be stored with a job; pass a retry class, { maxAttempts } or { maxAttempts, baseMs, capMs }, or define the policy on the job.`,
+    );
+  }
+  const parsed = retryOverrideSchema.safeParse(value);
+  if (!parsed.success) throw new InvalidArgumentError(`Invalid enqueue(${jobName}) option: ${describeOptionIssues(parsed.error, [])}.`);
+  const override = parsed.data;
+  if (typeof override === "string") return { maxAttempts: RETRY_CLASSES[override].maxAttempts, stored: { class: override } };
+  return { maxAttempts: override.maxAttempts, stored: override };
 }
