@@ -246,7 +246,7 @@ pre{white-space:pre-wrap;word-break:break-word;background:var(--pre);padding:.5r
 button{font:inherit;padding:.2rem .7rem;cursor:pointer}button.danger{color:var(--badfg)}
 .notice{background:var(--okbg);color:var(--okfg);border-radius:6px;padding:.5rem .8rem;margin:.6rem 0}
 .states{display:flex;flex-wrap:wrap;gap:.4rem .9rem;margin:.4rem 0 .6rem}.states a{text-decoration:none;color:inherit}.pager{margin:.5rem 0}
-.strip{display:inline-flex;flex-wrap:wrap;gap:2px;max-width:16rem}
+.strip{display:inline-flex;flex-wrap:wrap;gap:2px;min-width:14rem;max-width:16rem}
 .run{display:inline-block;width:9px;height:18px;border-radius:2px;background:var(--grey);vertical-align:middle}
 .run-succeeded{background:var(--ok)}.run-skipped{background:color-mix(in srgb,var(--ok) 45%,var(--card))}.run-failed{background:var(--bad)}
 .run-retrying{background:var(--warn)}.run-running{background:var(--info)}.run-queued{background:var(--card);border:1px solid var(--grey)}.run-cancelled{background:var(--greybg);border:1px dashed var(--grey)}
@@ -256,7 +256,8 @@ button{font:inherit;padding:.2rem .7rem;cursor:pointer}button.danger{color:var(-
 #entries thead{display:none}#entries,#entries tbody,#entries tr,#entries td{display:block;width:100%}
 #entries tr{border:1px solid var(--line);border-radius:6px;margin:.5rem 0;padding:.3rem 0;background:var(--card)}
 #entries td{border:0;padding:.2rem .6rem}#entries td::before{content:attr(data-label);display:block;font-size:11px;color:var(--muted);text-transform:uppercase;letter-spacing:.03em}
-.strip{max-width:100%}.reason{max-width:none}}`;
+#entries td[data-label="Schedule"]::before,#entries td[data-label="Last slot"]::before,#entries td[data-label="Next run"]::before{display:inline;margin-right:.5rem}
+.strip{max-width:100%;min-width:0}.reason{max-width:none}}`;
 
 /**
  * The page's one script: it drops the one-off notice from the address (so a
@@ -273,8 +274,11 @@ const SCRIPT = `(() => {
     history.replaceState(history.state, "", url.pathname + url.search + url.hash);
   }
   const every = Number(document.body.dataset.refresh || "0") * 1000;
-  const status = document.getElementById("refresh-status");
   if (!every) return;
+  const say = (text) => {
+    const status = document.getElementById("refresh-status");
+    if (status) status.textContent = text;
+  };
   const later = () => setTimeout(refresh, every);
   async function refresh() {
     if (document.hidden) return later();
@@ -288,9 +292,9 @@ const SCRIPT = `(() => {
         current.replaceWith(document.adoptNode(next));
         window.scrollTo(x, y);
       }
-      if (status) status.textContent = "updated " + new Date().toLocaleTimeString();
+      say("updated " + new Date().toLocaleTimeString());
     } catch (error) {
-      if (status) status.textContent = "could not refresh (" + (error && error.message) + "); trying again";
+      say("could not refresh (" + (error && error.message) + "); trying again");
     }
     later();
   }
