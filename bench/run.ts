@@ -1,6 +1,8 @@
 // `npm run bench`: every benchmark, one after the other, each printing its table.
 import { runThroughputBench } from "./throughput.js";
+import { runStatusBench } from "./status.js";
 import { runTickBench } from "./tick.js";
 
 await runTickBench();
 await runThroughputBench();
+await runStatusBench();
