@@ -1,7 +1,13 @@
 // The public face of cronledger: everything an application imports.
 export { createCronledger, Cronledger } from "./cronledger.js";
 export type { CronledgerOptions, StartOptions, WorkOptions, ChoreOptions, ChoresSetting } from "./options.js";
-export type { BrokenEntry, EntryProblem, EntryStatus, SchedulerStatus } from "./status/model.js";
+export type { BrokenEntry, EntryProblem, EntryRun, EntryState, EntryStatus, RunKind, SchedulerStatus } from "./status/model.js";
+export { ENTRY_STATES, entryHealth, lateToleranceMs } from "./status/health.js";
+export type { EntryHealth, HealthInput } from "./status/health.js";
+export type { InvalidEntriesMode } from "./options.js";
+export type { CancelledJob } from "./jobs/cancel.js";
+export type { RetryingJob } from "./jobs/retrying.js";
+export type { RetryOverride } from "./jobs/retry-override.js";
 export { defineConfig } from "./config.js";
 export type { CronledgerConfig } from "./config.js";
 export type { DatabaseSetting } from "./db/connection.js";
@@ -30,8 +36,9 @@ export type { AdminHandler, AdminHandlerOptions } from "./admin/handler.js";
 export { startAdminServer } from "./admin/server.js";
 export type { AdminServer, AdminServerOptions } from "./admin/server.js";
 export { adminStatus, statusView } from "./admin/status.js";
-export type { AdminLedger, AdminStatus, BrokenEntryView, EntryProblemView, EntryView } from "./admin/status.js";
+export type { AdminLedger, AdminStatus, BrokenEntryView, EntryProblemView, EntryView, RunView } from "./admin/status.js";
 export { renderSchedulePage } from "./admin/page.js";
+export type { SchedulePageExtras } from "./admin/page.js";
 export { createMetrics, OTHER_JOB_TYPE } from "./admin/metrics.js";
 export type { CronledgerMetrics, MetricsOptions } from "./admin/metrics.js";
 export type { RecentEntryProblem } from "./status/problems.js";
@@ -49,6 +56,7 @@ export {
   InvalidFailureFilterError,
   InvalidStoredJobError,
   InvalidTimezoneError,
+  JobNotCancellableError,
   JobNotFailedError,
   JobNotFoundError,
   JobNotRegisteredError,
