@@ -7,12 +7,14 @@ import { ensureSchema } from "./db/schema-check.js";
 import { InvalidArgumentError } from "./errors.js";
 import { combineHooks, type CronledgerEvents } from "./events.js";
 import type { JobDefinition } from "./jobs/define-job.js";
+import type { CancelledJob } from "./jobs/cancel.js";
 import type { EnqueuedJob, EnqueueManyOptions, EnqueueOptions, EnqueueRequest, JobReference } from "./jobs/enqueue.js";
 import type { FailureFilter, FailurePage } from "./jobs/failures.js";
 import { JobQueue } from "./jobs/queue.js";
 import type { ReapReport } from "./jobs/reaper.js";
 import { jobRegistry } from "./jobs/registry.js";
 import type { RetriedJob } from "./jobs/retry-failed.js";
+import type { RetryingJob } from "./jobs/retrying.js";
 import { Worker, type WorkSummary } from "./jobs/worker.js";
 import { consoleLogger, type Logger } from "./log.js";
 import { adaptLogger } from "./logger-adapter.js";
@@ -23,7 +25,8 @@ import { loadEntries, Scheduler } from "./schedule/scheduler.js";
 import type { TickOptions, TickReport } from "./schedule/tick.js";
 import type { ResolvedEntry } from "./schedule/validate.js";
 import type { ScheduleProblem } from "./errors.js";
-import { buildStatus, type SchedulerStatus } from "./status/model.js";
+import { buildStatus, type EntryRun, type SchedulerStatus } from "./status/model.js";
+import { loadEntryRuns } from "./status/runs.js";
 import { EntryProblemTracker } from "./status/problems.js";
 
 export type { CronledgerOptions } from "./options.js";
@@ -55,6 +58,7 @@ export class Cronledger {
   private readonly options: ResolvedCronledgerOptions;
   private readonly ownsDatabase: boolean;
   private supervisor: Supervisor | undefined;
+  private readonly unobserve: (() => void) | undefined;
   private readonly workers = new Set<Worker>();
   private schemaCheck: Promise<void> | undefined;
 
@@ -67,7 +71,7 @@ export class Cronledger {
     const choreParts = choreSchedule(this, chores);
     this.jobs = jobRegistry(this.options.jobs, choreParts.jobs);
     // Validated before the database is opened: a broken schedule creates no pool and no embedded directory.
-    const schedule = loadEntries(this.options.schedule, choreParts.schedule, [...this.jobs.values()], { namespace, maxPayloadBytes: this.options.maxPayloadBytes });
+    const schedule = loadEntries(this.options.schedule, choreParts.schedule, [...this.jobs.values()], { namespace, maxPayloadBytes: this.options.maxPayloadBytes, mode: this.options.invalidEntries });
     this.entries = schedule.entries;
     this.warnings = schedule.warnings;
     const metricsOption = this.options.metrics;
@@ -82,6 +86,12 @@ export class Cronledger {
     this.scheduler = new Scheduler({ ...parts, namespace, schedule });
     const byKey = new Map([...schedule.entries, ...schedule.choreEntries].map((entry) => [entry.ledgerKey, entry]));
     this.queue = new JobQueue({ ...parts, jobs: this.jobs, leaseMs: this.leaseMs, retention: chores.retention, maxPayloadBytes: this.options.maxPayloadBytes, entryOf: (key) => byKey.get(key) });
+    this.unobserve = this.metrics?.observe({
+      status: () => this.status(),
+      readyJobs: (queues, cap) => this.queue.readyStats(queues, cap),
+      queues: this.knownQueues(),
+      database: this.database.label,
+    });
   }
 
   /** Applies cronledger's migrations under an advisory lock; safe to call from every replica at boot. */
@@ -124,9 +134,13 @@ export class Cronledger {
     return this.scheduler.pruneLedger();
   }
 
-  /** The status model: every entry with its last slot, next run and problems, and job counts (see src/status/model.ts). */
-  async status(): Promise<SchedulerStatus> {
-    return buildStatus({ scheduler: this.scheduler, queue: this.queue, problems: this.entryProblems, chores: this.options.chores.when !== "never" });
+  /**
+   * The status model: every entry with its state (ok, late, failing...) and why, its last slot, next run,
+   * latest run and problems; invalid entries; job counts (see src/status/model.ts). `now` judges the
+   * entries at that instant instead of the database clock (tests, like `tick({ now })`).
+   */
+  async status(options: { now?: Date } = {}): Promise<SchedulerStatus> {
+    return buildStatus({ scheduler: this.scheduler, queue: this.queue, problems: this.entryProblems, chores: this.options.chores.when !== "never", now: options.now });
   }
 
   /** Terminal failures (the failure tickets), newest first, without payloads and with errors redacted. */
@@ -137,6 +151,26 @@ export class Cronledger {
   /** Re-enqueues failed job `id` as a new queued job; retrying the same failure twice returns the first retry. */
   async retryJob(id: number): Promise<RetriedJob> {
     return this.queue.retryFailed(id);
+  }
+
+  /** Cancels job `id` while it waits for its first run or a retry: it ends `cancelled` and never runs (again). */
+  async cancelJob(id: number): Promise<CancelledJob> {
+    return this.queue.cancel(id);
+  }
+
+  /** Jobs waiting for a retry after a failed attempt, soonest first (what `cancelJob` is usually for). */
+  async retrying(options: { limit?: number } = {}): Promise<RetryingJob[]> {
+    return this.queue.retrying(options.limit ?? 50);
+  }
+
+  /**
+   * The `limit` (default 20) most recent runs of the entries with these ledger keys (`EntryStatus.key`),
+   * newest first: the Schedule page's strips. One index range scan per entry.
+   */
+  async recentRuns(keys: readonly string[], limit = 20): Promise<ReadonlyMap<string, readonly EntryRun[]>> {
+    const wanted = new Set(keys);
+    const entries = [...this.scheduler.entries, ...this.scheduler.choreEntries].filter((entry) => wanted.has(entry.ledgerKey));
+    return loadEntryRuns(this.queue, entries, limit, this.scheduler.ledger().then((ledger) => ledger.nowMs));
   }
 
   /**
@@ -211,9 +245,14 @@ export class Cronledger {
    * crashed jobs would stay running.
    */
   private createWorker(options: ResolvedWorkOptions, servesChores: boolean): Worker {
-    const known = ["default", ...[...this.jobs.values()].map((job) => job.queue), ...this.entries.map((entry) => entry.queue)];
+    const known = this.knownQueues();
     const queues = options.queues === undefined ? known : servesChores ? [...options.queues, CHORE_QUEUE] : options.queues;
     return new Worker(this.queue, { ...options, queues: [...new Set(queues)], leaseMs: options.leaseMs ?? this.leaseMs });
+  }
+
+  /** "default" and every queue of the registered jobs (chores included) and schedule entries. */
+  private knownQueues(): string[] {
+    return [...new Set(["default", ...[...this.jobs.values()].map((job) => job.queue), ...this.entries.map((entry) => entry.queue)])];
   }
 
   /**
@@ -235,6 +274,7 @@ export class Cronledger {
   }
 
   async close(): Promise<void> {
+    this.unobserve?.();
     await this.stop();
     if (this.ownsDatabase) await this.database.close();
   }

@@ -1,4 +1,4 @@
-import type { DatabaseProblem } from "./db/diagnose.js";
+import type { DatabaseDiagnosis, DatabaseProblem } from "./db/diagnose.js";
 import { rootMessage } from "./db/transient.js";
 
 /**
@@ -35,6 +35,7 @@ export type ErrorCode =
   | "invalid_filter"
   | "job_not_found"
   | "job_not_failed"
+  | "job_not_cancellable"
   // The database
   | "migration_failed"
   | "migration_required"
@@ -76,6 +77,7 @@ export const ERROR_HTTP_STATUS: Readonly<Record<ErrorCode, number>> = {
   invalid_filter: 400,
   job_not_found: 404,
   job_not_failed: 409,
+  job_not_cancellable: 409,
   migration_failed: 503,
   migration_required: 503,
   connection_refused: 503,
@@ -363,6 +365,22 @@ export class JobNotFailedError extends CronledgerError {
   }
 }
 
+/** Only a job waiting to run (queued, or queued for a retry) can be cancelled: a running one belongs to its worker, a finished one is history. */
+export class JobNotCancellableError extends CronledgerError {
+  readonly jobId: number;
+  readonly status: string;
+
+  constructor(jobId: number, status: string) {
+    super(
+      "job_not_cancellable",
+      `Job ${jobId} is ${status}; only a queued job (waiting for its first run or for a retry) can be cancelled.` +
+        (status === "running" ? " Let it finish, or stop its worker: an interrupted job goes back to the queue, and can be cancelled then." : ""),
+    );
+    this.jobId = jobId;
+    this.status = status;
+  }
+}
+
 // ---------------------------------------------------------------- the database
 
 export class MigrationError extends CronledgerError {
@@ -407,5 +425,22 @@ export class MigrationRequiredError extends CronledgerError {
     this.foundVersion = details.foundVersion;
     this.requiredVersion = details.requiredVersion;
     this.missing = details.missing;
+  }
+}
+
+/**
+ * The database cannot be reached or refuses cronledger, for a reason the
+ * process cannot fix by itself: `code` names the cause (`connection_refused`,
+ * `authentication_failed`, `database_not_found`...), the message says what to
+ * do, `cause` holds the driver's error. Thrown by the startup check, so
+ * `start()`, `enqueue()` and the CLI fail with it before anything is written.
+ */
+export class DatabaseUnavailableError extends CronledgerError {
+  /** Retrying cannot fix it (a wrong password, a missing database); false for a server that may come back. */
+  readonly persistent: boolean;
+
+  constructor(diagnosis: DatabaseDiagnosis, database: string, cause: unknown) {
+    super(diagnosis.problem, `${diagnosis.message} (${database})`, { cause });
+    this.persistent = diagnosis.persistent;
   }
 }

@@ -23,6 +23,9 @@ export interface CronledgerEvents {
     readonly nextRunAt?: Date;
   }): void;
   pruned(event: { readonly table: "schedule_state" | "jobs"; readonly rows: number }): void;
+  /** A reap pass took back jobs whose worker stopped heartbeating: requeued, or failed for good when that attempt was their last. */
+  jobsReaped(event: { readonly requeued: number; readonly failed: number; readonly failedByJob: Readonly<Record<string, number>> }): void;
+  /** True while this process cannot start (migrate() failed, or start() cannot reach its database or tables); false once it can. */
   initFailure(failed: boolean): void;
 }
 
@@ -48,6 +51,7 @@ export function combineHooks(listeners: readonly CronledgerHooks[], onListenerEr
     jobStarted: emit("jobStarted"),
     jobFinished: emit("jobFinished"),
     pruned: emit("pruned"),
+    jobsReaped: emit("jobsReaped"),
     initFailure: emit("initFailure"),
   };
 }

@@ -1,7 +1,13 @@
 // The public face of cronledger: everything an application imports.
 export { createCronledger, Cronledger } from "./cronledger.js";
 export type { CronledgerOptions, StartOptions, WorkOptions, ChoreOptions, ChoresSetting } from "./options.js";
-export type { BrokenEntry, EntryProblem, EntryStatus, SchedulerStatus } from "./status/model.js";
+export type { BrokenEntry, EntryProblem, EntryRun, EntryState, EntryStatus, RunKind, SchedulerStatus } from "./status/model.js";
+export { ENTRY_STATES, entryHealth, lateToleranceMs } from "./status/health.js";
+export type { EntryHealth, HealthInput } from "./status/health.js";
+export type { InvalidEntriesMode } from "./options.js";
+export type { CancelledJob } from "./jobs/cancel.js";
+export type { RetryingJob } from "./jobs/retrying.js";
+export type { RetryOverride } from "./jobs/retry-override.js";
 export { defineConfig } from "./config.js";
 export type { CronledgerConfig } from "./config.js";
 export type { DatabaseSetting } from "./db/connection.js";
@@ -33,8 +39,9 @@ export { toNodeListener } from "./admin/node-listener.js";
 export type { NodeListener, NodeListenerOptions } from "./admin/node-listener.js";
 export type { AdminServer, AdminServerOptions } from "./admin/server.js";
 export { adminStatus, statusView } from "./admin/status.js";
-export type { AdminLedger, AdminStatus, BrokenEntryView, EntryProblemView, EntryView } from "./admin/status.js";
+export type { AdminLedger, AdminStatus, BrokenEntryView, EntryProblemView, EntryView, RunView } from "./admin/status.js";
 export { renderSchedulePage } from "./admin/page.js";
+export type { SchedulePageExtras } from "./admin/page.js";
 export { createMetrics, OTHER_JOB_TYPE } from "./admin/metrics.js";
 export type { CronledgerMetrics, MetricsOptions } from "./admin/metrics.js";
 export type { RecentEntryProblem } from "./status/problems.js";
@@ -52,6 +59,7 @@ export {
   InvalidFailureFilterError,
   InvalidStoredJobError,
   InvalidTimezoneError,
+  JobNotCancellableError,
   JobNotFailedError,
   JobNotFoundError,
   JobNotRegisteredError,
@@ -60,6 +68,7 @@ export {
   LeaseLostError,
   MigrationError,
   MigrationRequiredError,
+  DatabaseUnavailableError,
   NonRetryableError,
   PayloadTooLargeError,
   PayloadValidationError,

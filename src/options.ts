@@ -3,11 +3,13 @@ import { z } from "zod";
 import type { PGlite } from "@electric-sql/pglite";
 import { isPglite, type Database, type DatabaseSetting } from "./db/connection.js";
 import { parseDuration, type Duration } from "./duration.js";
-import { ConfigError } from "./errors.js";
+import { ConfigError, InvalidArgumentError } from "./errors.js";
 import type { CronledgerHooks } from "./events.js";
 import { isJobDefinition, type JobDefinition } from "./jobs/define-job.js";
 import { DEFAULT_MAX_PAYLOAD_BYTES, JSONB_MAX_BYTES } from "./jobs/payload-limit.js";
 import type { RetentionOptions, ResolvedRetention } from "./jobs/retention.js";
+import { RETRY_CLASSES, type RetryClass } from "./jobs/retry.js";
+import type { RetryOverride, StoredRetryPolicy } from "./jobs/retry-override.js";
 import type { Logger } from "./log.js";
 import type { ScheduleEntry } from "./schedule/define-schedule.js";
 import { describeShapeIssues } from "./suggest.js";
@@ -74,6 +76,15 @@ export interface CronledgerOptions {
    * with a PayloadTooLargeError before anything is written.
    */
   readonly maxPayloadBytes?: number;
+  /**
+   * What a schedule with invalid entries does (an invalid cron, an unregistered job, a bad payload, a duplicate...).
+   * `"quarantine"` (default): the valid entries run; each invalid one is logged, listed as broken with its
+   * problems in the status, on the Schedule page and in `cronledger status`, and counted in
+   * `cronledger_schedule_entries{state="invalid"}`. `"fail"`: createCronledger throws one
+   * ScheduleValidationError listing every problem, and nothing runs (fail fast; `cronledger preflight` in CI
+   * catches the same problems before a deploy).
+   */
+  readonly invalidEntries?: InvalidEntriesMode;
   /** Defaults for `cronledger worker`; its --concurrency and --queues flags override them. The ledger itself ignores them. */
   readonly worker?: {
     readonly concurrency?: number;
@@ -91,6 +102,8 @@ export interface CronledgerOptions {
     readonly token?: string;
   };
 }
+
+export type InvalidEntriesMode = "quarantine" | "fail";
 
 export interface WorkOptions {
   /** Drain the jobs that are ready now, then return a summary (default: run until stop()). */
@@ -137,6 +150,7 @@ export const DEFAULT_BATCH_SIZE = 500;
 export const DEFAULT_POLL_INTERVAL_MS = 1_000;
 export const DEFAULT_GRACE_PERIOD_MS = 25_000;
 export const DEFAULT_MAX_TICK_INTERVAL_MS = 30_000;
+export const DEFAULT_INVALID_ENTRIES: InvalidEntriesMode = "quarantine";
 
 // ---------------------------------------------------------------- building blocks
 
@@ -210,6 +224,7 @@ const cronledgerShape = {
   maxPayloadBytes: positiveInteger()
     .max(JSONB_MAX_BYTES, `must be at most ${JSONB_MAX_BYTES}, PostgreSQL's jsonb limit`)
     .default(DEFAULT_MAX_PAYLOAD_BYTES),
+  invalidEntries: z.enum(["quarantine", "fail"], { error: 'must be "quarantine" (run the valid entries, show the invalid ones as broken) or "fail" (throw)' }).default(DEFAULT_INVALID_ENTRIES),
   // The CLI's settings: accepted here too, so a config file's object can be passed to createCronledger as it is.
   worker: z
     .strictObject({
@@ -273,6 +288,7 @@ export interface ResolvedCronledgerOptions {
   readonly chores: ResolvedChores;
   readonly leaseMs: number;
   readonly maxPayloadBytes: number;
+  readonly invalidEntries: InvalidEntriesMode;
 }
 
 export interface ResolvedWorkOptions {
@@ -330,6 +346,7 @@ export function resolveCronledgerOptions(options: CronledgerOptions | undefined)
     chores: resolveChores(parsed.chores),
     leaseMs: parsed.lease,
     maxPayloadBytes: parsed.maxPayloadBytes,
+    invalidEntries: parsed.invalidEntries,
   };
 }
 
@@ -365,4 +382,43 @@ export function parseConfig(value: unknown, file: string): ParsedConfig {
     throw new ConfigError(`Config file ${file} has no \`jobs\` array; it must \`export default defineConfig({ jobs: [...], schedule: [...] })\`.`);
   }
   return parse(configSchema, value, `config file ${file}`);
+}
+
+// ---------------------------------------------------------------- per-enqueue retry policy
+
+const RETRY_CLASS_NAMES = Object.keys(RETRY_CLASSES) as [RetryClass, ...RetryClass[]];
+const attemptsSchema = positiveInteger();
+const nonNegative = (what: string) => z.number({ error: `${what} must be a number of milliseconds` }).min(0, `${what} must not be negative`);
+const retryOverrideSchema = z.union(
+  [
+    z.enum(RETRY_CLASS_NAMES),
+    z.strictObject({ maxAttempts: attemptsSchema }),
+    z.strictObject({
+      maxAttempts: attemptsSchema,
+      baseMs: nonNegative("retry.baseMs"),
+      capMs: nonNegative("retry.capMs"),
+      jitter: z.number().min(0, "retry.jitter must be from 0 to 1").max(1, "retry.jitter must be from 0 to 1").optional(),
+    }),
+  ],
+  {
+    error: `retry must be ${RETRY_CLASS_NAMES.map((name) => JSON.stringify(name)).join(", ")}, { maxAttempts } or { maxAttempts, baseMs, capMs, jitter? }`,
+  },
+);
+
+/**
+ * `enqueue(job, payload, { retry })`: the policy stored with the job and the
+ * attempt budget it gives. A function (`delayMs`) cannot be stored with a
+ * row, so such a policy is refused here with the way round it.
+ */
+export function resolveRetryOverride(value: RetryOverride, jobName: string): { readonly maxAttempts: number; readonly stored: StoredRetryPolicy } {
+  if (typeof value === "object" && value !== null && "delayMs" in value) {
+    throw new InvalidArgumentError(
+      `enqueue(${jobName}): a retry policy with delayMs cannot be stored with a job; pass a retry class, { maxAttempts } or { maxAttempts, baseMs, capMs }, or define the policy on the job.`,
+    );
+  }
+  const parsed = retryOverrideSchema.safeParse(value);
+  if (!parsed.success) throw new InvalidArgumentError(`Invalid enqueue(${jobName}) option: ${describeShapeIssues(parsed.error, retryOverrideSchema, { noun: "option" })}.`);
+  const override = parsed.data;
+  if (typeof override === "string") return { maxAttempts: RETRY_CLASSES[override].maxAttempts, stored: { class: override } };
+  return { maxAttempts: override.maxAttempts, stored: override };
 }

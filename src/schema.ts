@@ -47,6 +47,11 @@ export const jobs = cronledgerSchema.table(
     lockedBy: text("locked_by"),
     heartbeatAt: timestamptz("heartbeat_at"),
     lastError: text("last_error"),
+    /**
+     * The retry policy given to this job at enqueue (`enqueue(job, payload, { retry })`), when it
+     * overrides the job's own: a class name or a backoff policy, as JSON. Null: the job's policy.
+     */
+    retryPolicy: jsonb("retry_policy"),
     createdAt: timestamptz("created_at").notNull().defaultNow(),
     startedAt: timestamptz("started_at"),
     finishedAt: timestamptz("finished_at"),
@@ -63,6 +68,10 @@ export const jobs = cronledgerSchema.table(
     // Serves retention and the failures page.
     index("jobs_finished_idx").on(t.status, t.finishedAt).where(sql`${t.finishedAt} is not null`),
     index("jobs_failed_job_name_idx").on(t.jobName, t.finishedAt).where(sql`${t.status} = 'failed'`),
+    // Serves the list of jobs waiting for a retry (the Schedule page's Cancel buttons): few rows, so a cheap index.
+    index("jobs_retrying_idx").on(t.runAt, t.id).where(sql`${t.status} = 'queued' and ${t.attempts} > 0`),
+    // Serves an entry's recent runs (the status and the Schedule page): newest slot first, per schedule key.
+    index("jobs_schedule_runs_idx").on(t.scheduleKey, t.scheduledFor, t.id).where(sql`${t.scheduleKey} is not null`),
   ],
 );
 

@@ -105,10 +105,12 @@ describe("GET /admin/scheduler/status", () => {
     expect(response.headers.get("content-type")).toMatch(/^application\/json/);
     const body = (await response.json()) as AdminStatus;
     const expected = await fixture.ledger.status();
-    const stored = await fixture.rows<{ key: string; slot: string }>(
-      sql`select key, to_char(last_enqueued_slot at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as slot from cronledger.schedule_state`,
+    // A row still holding the value it was created with has handled no slot: the entry never fired, and shows no last slot.
+    const stored = await fixture.rows<{ key: string; slot: string; handled: boolean }>(
+      sql`select key, to_char(last_enqueued_slot at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as slot, updated_at <> created_at as handled
+          from cronledger.schedule_state`,
     );
-    const slots = new Map(stored.map((row) => [row.key, row.slot]));
+    const slots = new Map(stored.filter((row) => row.handled).map((row) => [row.key, row.slot]));
 
     // The schedule's entries, then the two chores: this ledger leaves `chores` at its default.
     expect(body.entries).toHaveLength(fixture.ledger.entries.length + 2);
@@ -276,7 +278,8 @@ describe("GET /metrics", () => {
     expect(jobs("panicked", chargeJob.name)).toBe(2);
     expect(jobs("panicked", OTHER_JOB_TYPE)).toBe(1);
     expect(jobs("panicked")).toBe(attempts.filter((row) => row.status === "failed").length);
-    expect(metrics.value("cronledger_failures_total")).toBe(summary.retried + summary.failed);
+    // Terminal failures only: a failed attempt that will be retried is not one.
+    expect(metrics.value("cronledger_failures_total")).toBe(summary.failed);
     expect(metrics.samples.some((sample) => sample.labels.job_type === "ghost.job")).toBe(false);
     expect(metrics.value("cronledger_job_duration_seconds_count")).toBe(summary.claimed);
 
@@ -360,7 +363,8 @@ describe("basePath", () => {
       });
       expect(retry.status).toBe(303);
       const back = new URL(retry.headers.get("location") ?? "", retry.url);
-      expect(`${back.pathname}${back.hash}`).toBe("/internal/cron/admin/scheduler#failures");
+      expect(`${back.pathname}${back.hash}`).toBe(`/internal/cron/admin/scheduler#failure-${failed?.id}`);
+      expect(back.searchParams.get("retried")).toBe(String(failed?.id));
     } finally {
       await server.close();
     }
@@ -401,7 +405,10 @@ describe("chore entries in the status", () => {
     expect(body.entries.filter((entry) => entry.chore).map((entry) => entry.job)).toEqual([REAP_JOB, PRUNE_JOB]);
     expect(body.entries.filter((entry) => !entry.chore).map((entry) => entry.identity)).toEqual(fixture.ledger.entries.map((entry) => entry.identity));
     expect(chore(body, REAP_JOB)).toMatchObject({ cron: DEFAULT_REAP_CRON, last_enqueued_slot: "2026-03-02T13:07:15.000Z", problems: [] });
-    expect(chore(body, PRUNE_JOB)).toMatchObject({ cron: DEFAULT_PRUNE_CRON, last_enqueued_slot: "2026-03-02T13:07:00.000Z", problems: [] });
+    // Its row was created at 13:07, exactly a prune slot, and no later tick handled a slot: it never fired, so it shows
+    // when it was created instead (and, by the real database clock months later, it is late).
+    expect(chore(body, PRUNE_JOB)).toMatchObject({ cron: DEFAULT_PRUNE_CRON, last_enqueued_slot: null, state: "late", problems: [] });
+    expect(chore(body, PRUNE_JOB)?.created_at).not.toBeNull();
     expect(Date.parse(chore(body, REAP_JOB)?.next_run_at ?? "")).toBeGreaterThan(Date.parse(body.database_now));
     expect(body.broken.map((broken) => broken.job)).not.toContain(REAP_JOB);
   });

@@ -16,6 +16,8 @@ const BROKEN = fixture("broken.config.ts");
 const NEVER_MATCHES = fixture("never-matches.config.ts");
 const GOOD_JS = fixture("good.config.mjs");
 const UNREACHABLE = "postgres://nobody:secret@127.0.0.1:1/nowhere";
+/** How many migrations drizzle/ holds: a fresh database gets all of them. */
+const MIGRATIONS = (JSON.parse(readFileSync(new URL("../drizzle/meta/_journal.json", import.meta.url), "utf8")) as { entries: unknown[] }).entries.length;
 
 // Positions and codes of the six broken entries in fixtures/cli/broken-schedule.ts (entries 0 and 1 are good).
 const BROKEN_ENTRIES = [
@@ -157,7 +159,7 @@ describe("cronledger on the embedded database", () => {
     try {
       const migrated = await runCli(["migrate", "--config", GOOD_JS], { cwd: directory, env });
       expect(migrated.stderr).toContain(`using embedded PGlite at ${join(directory, ".cronledger")}`);
-      expect(migrated.stdout).toMatch(/^Applied 1 migration to embedded PGlite/);
+      expect(migrated.stdout).toMatch(new RegExp(`^Applied ${MIGRATIONS} migrations? to embedded PGlite`));
       expect(migrated.code).toBe(0);
 
       const ticked = await runCli(["tick", "--once", "--config", GOOD_JS, "--json"], { cwd: directory, env });
@@ -198,7 +200,7 @@ describe("cronledger against PostgreSQL", () => {
 
     const first = await runCli(["migrate"], { env });
     expect(first.code).toBe(0);
-    expect(first.stdout).toMatch(/^Applied 1 migration to PostgreSQL postgres:\/\//);
+    expect(first.stdout).toMatch(new RegExp(`^Applied ${MIGRATIONS} migrations? to PostgreSQL postgres://`));
     expect(first.stdout + first.stderr).not.toContain("secret");
     const second = await runCli(["migrate"], { env });
     expect(second.stdout).toMatch(/^Database is up to date/);

@@ -64,6 +64,14 @@ async function applySqlFile(url: string, file: string): Promise<void> {
   }
 }
 
+/** The newest schema version this checkout ships. */
+function latest(): SchemaVersion {
+  const versions = schemaVersions();
+  const last = versions[versions.length - 1];
+  if (last === undefined) throw new Error("no migrations shipped");
+  return last;
+}
+
 describe("the shipped schema versions", () => {
   it("end with exactly what src/schema.ts declares (a schema change without a generated migration fails here)", () => {
     const versions = schemaVersions();
@@ -93,7 +101,9 @@ describe("an empty database", () => {
         );
         expect(error, name).toBeInstanceOf(MigrationRequiredError);
         expect(error).toMatchObject({ code: "migration_required", foundVersion: 0, requiredVersion: availableMigrations() });
-        expect((error as Error).message).toMatch(/^cronledger's tables do not exist in PostgreSQL .* \(schema version 0\); this version of cronledger needs schema version 1 \(migration 0000_init\)\. Run `cronledger migrate`/);
+        expect((error as Error).message).toMatch(
+          new RegExp(`^cronledger's tables do not exist in PostgreSQL .* \\(schema version 0\\); this version of cronledger needs schema version ${latest().version} \\(migration ${latest().tag}\\)\\. Run \`cronledger migrate\``),
+        );
       }
       const gauge = parseExposition((await ledger.metrics?.registry.metrics()) ?? "").value("cronledger_init_failure");
       expect(gauge).toBe(1);
@@ -119,7 +129,7 @@ describe("every CLI command against an empty database", () => {
     expect(result.stdout).toBe("");
     const errors = result.stderr.split("\n").filter((line) => line.startsWith("error"));
     expect(errors).toHaveLength(1);
-    expect(errors[0]).toMatch(/^error \[migration_required\]: cronledger's tables do not exist in .*schema version 0.*needs schema version 1.*Run `cronledger migrate`/);
+    expect(errors[0]).toMatch(new RegExp(`^error \\[migration_required\\]: cronledger's tables do not exist in .*schema version 0.*needs schema version ${latest().version}.*Run \`cronledger migrate\``));
     expect(result.stderr).not.toMatch(/DrizzleQueryError|relation .* does not exist|at .*\.js:\d+/);
     expect(await footprint(database.url)).toEqual({ schemas: [], relations: 0 });
   });
@@ -132,16 +142,17 @@ describe("an older or incomplete schema", () => {
     const opened = openDatabase({ url: database.url, poolSize: 2 });
     try {
       await migrateDatabase(opened);
-      // A version 2 that adds one column: the database, at version 1, lacks it.
+      // A next version that adds one column: the database, at the shipped latest, lacks it.
       const shipped = schemaVersions();
-      const next: SchemaVersion = { version: 2, tag: "0001_next", objects: new Set([...(shipped[0]?.objects ?? []), "column cronledger.jobs.next_column"]) };
+      const current = latest().version;
+      const next: SchemaVersion = { version: current + 1, tag: "9999_next", objects: new Set([...latest().objects, "column cronledger.jobs.next_column"]) };
       const inspection = await inspectSchema(opened.db, [...shipped, next]);
-      expect(inspection).toMatchObject({ foundVersion: 1, requiredVersion: 2, missing: ["column cronledger.jobs.next_column"], partial: [], empty: false });
+      expect(inspection).toMatchObject({ foundVersion: current, requiredVersion: current + 1, missing: ["column cronledger.jobs.next_column"], partial: [], empty: false });
 
       await opened.db.execute("drop index cronledger.jobs_ready_idx");
       const error = await ensureSchema(opened).catch((thrown: unknown) => thrown);
       expect(error).toBeInstanceOf(MigrationRequiredError);
-      expect((error as Error).message).toMatch(/are at schema version 0 and lack index cronledger\.jobs_ready_idx; this version of cronledger needs schema version 1/);
+      expect((error as Error).message).toMatch(new RegExp(`are at schema version 0 and lack index cronledger\\.jobs_ready_idx; this version of cronledger needs schema version ${current}`));
     } finally {
       await opened.close();
     }
@@ -154,7 +165,8 @@ describe("tables created by the application's own migrations (route b)", () => {
   it("are accepted by the check, adopted by migrate() as a no-op, and a half-made schema or a journal ahead of the tables is refused", async () => {
     const opened = openDatabase({ url: database.url, poolSize: 2 });
     try {
-      await applySqlFile(database.url, join(MIGRATIONS_FOLDER, "0000_init.sql"));
+      // What the application's drizzle-kit run creates: every table of cronledger/schema, here from cronledger's own SQL.
+      for (const version of schemaVersions()) await applySqlFile(database.url, join(MIGRATIONS_FOLDER, `${version.tag}.sql`));
       await ensureSchema(opened);
       expect(await migrateDatabase(opened)).toEqual({ applied: 0, adopted: availableMigrations() });
       expect(await migrateDatabase(opened)).toEqual({ applied: 0, adopted: 0 });
@@ -163,7 +175,7 @@ describe("tables created by the application's own migrations (route b)", () => {
 
       // Our journal says applied, but someone dropped the tables to start over.
       await opened.db.execute("drop schema cronledger cascade");
-      await expect(migrateDatabase(opened)).rejects.toThrow(/records 1 migration\(s\), but the tables are at schema version 0.*drop table drizzle\.__cronledger_migrations/);
+      await expect(migrateDatabase(opened)).rejects.toThrow(new RegExp(`records ${availableMigrations()} migration\\(s\\), but the tables are at schema version 0.*drop table drizzle\\.__cronledger_migrations`));
       await opened.db.execute("drop table drizzle.__cronledger_migrations");
 
       // Half a schema: one table only.

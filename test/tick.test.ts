@@ -268,7 +268,7 @@ describe.each(BACKENDS)("tick on %s", (backend) => {
     const probe = await open([]);
     let thrown: unknown;
     try {
-      await store.open({ jobs: JOBS, schedule: bad as unknown as ScheduleEntry[] });
+      await store.open({ jobs: JOBS, schedule: bad as unknown as ScheduleEntry[], invalidEntries: "fail" });
     } catch (error) {
       thrown = error;
     }
@@ -287,11 +287,44 @@ describe.each(BACKENDS)("tick on %s", (backend) => {
     expect(await jobCount(probe)).toBe(0);
   });
 
+  it("by default runs the valid entries and leaves each invalid one out, listed with its problems", async () => {
+    const schedule = [
+      { job: rollup, cron: "*/15 * * * *" },
+      { job: rollup, cron: "61 * * * *", key: "minute" },
+      { job: "email.sned", cron: "0 * * * *" },
+      { job: digest, cron: "0 * * * *", payload: { list: 42 } },
+      { job: rollup, cron: "*/15 * * * *" },
+    ];
+    const logged: string[] = [];
+    const logger: Logger = { debug: () => {}, info: () => {}, warn: () => {}, error: (message, fields) => logged.push(`${message} ${JSON.stringify(fields)}`) };
+    const ledger = await open(schedule as unknown as ScheduleEntry[], { logger });
+    expect(ledger.entries.map((entry) => entry.index)).toEqual([0]);
+    expect(ledger.scheduler.invalid.map((entry) => [entry.index, entry.problems.map((problem) => problem.code)])).toEqual([
+      [1, ["invalid_cron"]],
+      [2, ["unregistered_job"]],
+      [3, ["invalid_payload"]],
+      [4, ["duplicate_entry"]],
+    ]);
+    expect(logged.filter((line) => line.startsWith("schedule entry is invalid"))).toHaveLength(4);
+
+    await ledger.tick({ now: at(5 * MINUTE) });
+    const report = await ledger.tick({ now: at(15 * MINUTE) });
+    expect(report.enqueued.map((outcome) => outcome.jobName)).toEqual(["reports.rollup"]);
+    expect(await jobCount(ledger)).toBe(1);
+
+    const status = await ledger.status();
+    expect(status.invalid.map((entry) => entry.invalidIndex)).toEqual([1, 2, 3, 4]);
+    expect(status.broken.filter((entry) => entry.invalidIndex !== null)).toHaveLength(4);
+    expect(status.invalid[1]?.problems[0]).toMatchObject({ code: "unregistered_job", severity: "error" });
+    expect(status.invalid[1]?.problems[0]?.message).toContain("email.sned");
+  });
+
   it("rejects two entries of one job and schedule without distinct keys", async () => {
     await open([]);
     await expect(
       store.open({
         jobs: JOBS,
+        invalidEntries: "fail",
         schedule: defineSchedule([
           { job: digest, cron: "@daily", payload: { list: "a" } },
           { job: digest, cron: "0 0 * * *", payload: { list: "b" } },

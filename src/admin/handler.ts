@@ -2,9 +2,10 @@ import { createHash, timingSafeEqual } from "node:crypto";
 import { ConfigError, CronledgerError, ERROR_HTTP_STATUS, InvalidFailureFilterError } from "../errors.js";
 import type { FailureFilter, FailureTicket } from "../jobs/failures.js";
 import { summarizeIdempotencyKey } from "../jobs/failures.js";
-import { renderSchedulePage } from "./page.js";
 import { logFailure } from "../log.js";
-import { adminStatus, type AdminLedger } from "./status.js";
+import { ENTRY_STATES, type EntryState } from "../status/health.js";
+import { PAGE_ENTRIES, PAGE_SCRIPT_HASH, renderSchedulePage } from "./page.js";
+import { adminStatus, runView, type AdminLedger, type RunView } from "./status.js";
 
 export type AdminHandler = (request: Request) => Promise<Response>;
 
@@ -31,7 +32,10 @@ export const MIN_TOKEN_LENGTH = 16;
 const REALM = `realm="cronledger admin"`;
 const LOOPBACK_HOSTS = new Set(["localhost", "127.0.0.1", "[::1]", "::1"]);
 const GET_ROUTES = new Set(["/admin/scheduler", "/admin/scheduler/", "/admin/scheduler/status", "/admin/scheduler/failures", "/metrics"]);
-const RETRY_PATH = /^\/admin\/scheduler\/jobs\/([^/]+)\/retry$/;
+const ACTION_PATH = /^\/admin\/scheduler\/jobs\/([^/]+)\/(retry|cancel)$/;
+/** How many runs each entry's strip shows, and how many jobs waiting for a retry the page lists. */
+const PAGE_RUNS = 20;
+const PAGE_RETRYING = 20;
 
 const BASE_SEGMENT = /^[A-Za-z0-9._~-]+$/;
 
@@ -52,8 +56,8 @@ export function normalizeBasePath(basePath: string | undefined): string {
 const digest = (value: string) => createHash("sha256").update(value, "utf8").digest();
 
 const BASE_HEADERS = { "cache-control": "no-store", "x-content-type-options": "nosniff", "referrer-policy": "no-referrer" };
-// The page has no scripts at all; its one form posts back to this origin.
-const PAGE_CSP = "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+// The page runs one script, its own refresh, allowed by its hash; it fetches the page again from this origin, and its forms post back to it.
+const PAGE_CSP = `default-src 'none'; style-src 'unsafe-inline'; script-src ${PAGE_SCRIPT_HASH}; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'`;
 
 function json(status: number, body: unknown, headers: Record<string, string> = {}): Response {
   return new Response(`${JSON.stringify(body, null, 2)}\n`, {
@@ -100,7 +104,42 @@ function failureView(failure: FailureTicket) {
     scheduled_for: failure.scheduledFor?.toISOString() ?? null,
     schedule_key: failure.scheduleKey,
     idempotency: failure.idempotency,
+    retry_override: failure.retryOverride,
+    retried_as: failure.retriedAs,
   };
+}
+
+/** The page's own view: which entries (by state, which page) and what the action that led here did. */
+function pageView(params: URLSearchParams): { state: EntryState | null; page: number; notice: string | null } {
+  const stateParam = params.get("state");
+  const state = ENTRY_STATES.find((candidate) => candidate === stateParam) ?? null;
+  const page = Number(params.get("page") ?? "1");
+  const id = (name: string) => (/^\d{1,15}$/.test(params.get(name) ?? "") ? Number(params.get(name)) : null);
+  const retried = id("retried");
+  const as = id("as");
+  const cancelled = id("cancelled");
+  let notice: string | null = null;
+  if (retried !== null && as !== null) {
+    notice =
+      params.get("created") === "0"
+        ? `Job #${retried} had already been retried as job #${as}; nothing new was queued.`
+        : `Job #${retried} retried: it runs again as new job #${as}, queued now. The failed job stays as the record of what happened.`;
+  } else if (id("job") !== null && (params.get("refused") === "cancel" || params.get("refused") === "retry")) {
+    const code = params.get("code") ?? "";
+    const why: Readonly<Record<string, string>> = {
+      job_not_cancellable: "it is no longer waiting to run (it started, or already finished)",
+      job_not_failed: "it is not a failed job",
+      job_not_found: "it does not exist any more",
+    };
+    notice = `Could not ${params.get("refused")} job #${id("job")}: ${why[code] ?? "the request was refused"}.`;
+  } else if (cancelled !== null) {
+    const was = params.get("was");
+    notice =
+      was === "cancelled"
+        ? `Job #${cancelled} was already cancelled; nothing changed.`
+        : `Job #${cancelled} cancelled${was === "retrying" ? " while it waited for a retry" : ""}: it will not run.`;
+  }
+  return { state, page: Number.isInteger(page) && page >= 1 ? page : 1, notice };
 }
 
 function failureFilter(params: URLSearchParams): FailureFilter {
@@ -166,8 +205,19 @@ export function createAdminHandler(ledger: AdminLedger, options: AdminHandlerOpt
     if (path === "/admin/scheduler" || path === "/admin/scheduler/") {
       // The page's relative links and form assume no trailing slash.
       if (path.endsWith("/")) return new Response(null, { status: 308, headers: { ...BASE_HEADERS, location: "../scheduler" } });
-      const [status, failures] = await Promise.all([adminStatus(ledger), ledger.failures({ limit: pageFailures })]);
-      return new Response(renderSchedulePage(status, failures.failures), {
+      const view = pageView(params);
+      const [status, failures, retrying] = await Promise.all([adminStatus(ledger), ledger.failures({ limit: pageFailures }), ledger.retrying({ limit: PAGE_RETRYING })]);
+      // Runs only for the entries this page shows: the strips cost PAGE_ENTRIES x PAGE_RUNS rows at most.
+      const shown = (view.state === null ? status.entries : status.entries.filter((entry) => entry.state === view.state)).slice(
+        (view.page - 1) * PAGE_ENTRIES,
+        view.page * PAGE_ENTRIES,
+      );
+      const runs = await ledger.recentRuns(
+        shown.map((entry) => entry.key),
+        PAGE_RUNS,
+      );
+      const runViews = new Map<string, RunView[]>([...runs].map(([key, list]) => [key, list.map(runView)]));
+      return new Response(renderSchedulePage(status, failures.failures, { ...view, runs: runViews, retrying }), {
         status: 200,
         headers: { ...BASE_HEADERS, "content-type": "text/html; charset=utf-8", "content-security-policy": PAGE_CSP, "x-frame-options": "DENY" },
       });
@@ -177,24 +227,46 @@ export function createAdminHandler(ledger: AdminLedger, options: AdminHandlerOpt
       const registry = ledger.metrics.registry;
       return new Response(await registry.metrics(), { status: 200, headers: { ...BASE_HEADERS, "content-type": registry.contentType } });
     }
-    const retry = RETRY_PATH.exec(path);
-    if (retry) {
+    const action = ACTION_PATH.exec(path);
+    if (action) {
+      const verb = action[2] === "cancel" ? "cancel" : "retry";
       if (method !== "POST") return problem(405, "method_not_allowed", "Use POST.", { allow: "POST" });
-      if (crossSite(request)) return problem(403, "cross_site", "Cross-site requests cannot retry jobs.");
-      const id = retry[1] ?? "";
+      if (crossSite(request)) return problem(403, "cross_site", `Cross-site requests cannot ${verb} jobs.`);
+      const id = action[1] ?? "";
       if (!/^\d{1,15}$/.test(id)) return problem(400, "invalid_job_id", "The job id must be a positive integer.");
-      const retried = await ledger.retryJob(Number(id));
-      // A form on the Schedule page posted this: send the browser back to it.
-      if ((request.headers.get("accept") ?? "").includes("text/html")) {
-        return new Response(null, { status: 303, headers: { ...BASE_HEADERS, location: "../../../scheduler#failures" } });
+      // A form on the Schedule page posted this: send the browser back to it, saying what was done.
+      const fromPage = (request.headers.get("accept") ?? "").includes("text/html");
+      const backToPage = (query: string, anchor: string) =>
+        new Response(null, { status: 303, headers: { ...BASE_HEADERS, location: `../../../scheduler?${query}#${anchor}` } });
+      try {
+        if (verb === "cancel") {
+          const cancelled = await ledger.cancelJob(Number(id));
+          if (fromPage) return backToPage(`cancelled=${cancelled.id}&was=${cancelled.was}`, "retrying");
+          return json(200, {
+            id: cancelled.id,
+            job_type: cancelled.jobName,
+            was: cancelled.was,
+            attempts: cancelled.attempts,
+            max_attempts: cancelled.maxAttempts,
+            cancelled: cancelled.cancelled,
+          });
+        }
+        const retried = await ledger.retryJob(Number(id));
+        if (fromPage) return backToPage(`retried=${retried.retryOf}&as=${retried.id}&created=${retried.created ? 1 : 0}`, `failure-${retried.retryOf}`);
+        return json(retried.created ? 201 : 200, {
+          id: retried.id,
+          job_type: retried.jobName,
+          retry_of: retried.retryOf,
+          idempotency: summarizeIdempotencyKey(retried.idempotencyKey),
+          created: retried.created,
+        });
+      } catch (error) {
+        // A refused action (the job started running, or is gone) comes back to the page too, saying why.
+        if (fromPage && error instanceof CronledgerError && ERROR_HTTP_STATUS[error.code] < 500) {
+          return backToPage(`refused=${verb}&job=${id}&code=${error.code}`, verb === "cancel" ? "retrying" : "failures");
+        }
+        throw error;
       }
-      return json(retried.created ? 201 : 200, {
-        id: retried.id,
-        job_type: retried.jobName,
-        retry_of: retried.retryOf,
-        idempotency: summarizeIdempotencyKey(retried.idempotencyKey),
-        created: retried.created,
-      });
     }
     return problem(404, "not_found", "No such admin route.");
   };

@@ -1,6 +1,8 @@
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
 import { ConfigError } from "../errors.js";
 import type { AttemptStatus, CronledgerHooks, SlotOutcomeLabel } from "../events.js";
+import { ENTRY_STATES } from "../status/health.js";
+import type { SchedulerStatus } from "../status/model.js";
 
 /** The `job_type` of jobs this process has no definition for: one value, so label cardinality stays bounded. */
 export const OTHER_JOB_TYPE = "_other";
@@ -9,6 +11,11 @@ export const JOB_STATUS_LABELS = ["started", "done", "retry", "skip", "panicked"
 export type JobStatusLabel = (typeof JOB_STATUS_LABELS)[number];
 export const SLOT_OUTCOME_LABELS = ["enqueued", "lost_race", "skipped_stale", "quarantined", "repaired"] as const satisfies readonly SlotOutcomeLabel[];
 export const PRUNED_TABLES = ["schedule_state", "jobs"] as const;
+export const REAP_OUTCOMES = ["requeued", "failed"] as const;
+/** The `state` label of cronledger_schedule_entries: every entry state, and `invalid` for entries left out of the schedule. */
+export const ENTRY_STATE_LABELS = [...ENTRY_STATES, "invalid"] as const;
+/** Ready jobs counted per queue and scrape at most: a backlog larger than this reads as this, and its scan stays bounded. */
+export const READY_COUNT_CAP = 100_000;
 
 const JOB_DURATION_BUCKETS = [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 15, 60, 300, 900, 3600];
 const TICK_DURATION_BUCKETS = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
@@ -20,13 +27,28 @@ export interface MetricsOptions {
   readonly jobNames: Iterable<string>;
 }
 
+/** What the gauges that read the database at scrape time read: a ledger's status and its queues. */
+export interface MetricsSource {
+  status(): Promise<SchedulerStatus>;
+  readyJobs(queues: readonly string[], cap: number): Promise<readonly { queue: string; ready: number; oldest_ms: number | null; now_ms: number }[]>;
+  /** The queues this ledger knows: the only values the `queue` label takes. */
+  readonly queues: readonly string[];
+  /** Sources on one database (the same label) are read once for the queue gauges. */
+  readonly database: string;
+}
+
 export interface CronledgerMetrics {
   readonly registry: Registry;
   /** Listeners to pass in `createCronledger({ hooks })`; Cronledger installs them itself unless `metrics: false`. */
   readonly hooks: CronledgerHooks;
   /** The `job_type` label value for a job name. */
   jobType(jobName: string): string;
+  /** Feeds the gauges read at scrape time (entry states, ready jobs per queue) from a ledger; Cronledger calls it itself. Returns the way to stop. */
+  observe(source: MetricsSource): () => void;
 }
+
+/** The sources of each registry: two ledgers sharing a registry add up, their gauges included. */
+const SOURCES = new WeakMap<Registry, Set<MetricsSource>>();
 
 type MetricClass<M> = new (...args: never[]) => M;
 
@@ -70,11 +92,90 @@ export function createMetrics(options: MetricsOptions): CronledgerMetrics {
   const failuresTotal = shared(registry, "cronledger_failures_total", Counter, () =>
     new Counter({
       name: "cronledger_failures_total",
-      help: "Job attempts that ended in an error (status retry or panicked).",
+      help: "Jobs that failed for good (failure tickets): attempts that panicked, and jobs the reaper failed because their last attempt's worker died.",
       labelNames: ["job_type"] as const,
       registers,
     }),
   );
+  const reapedTotal = shared(registry, "cronledger_jobs_reaped_total", Counter, () =>
+    new Counter({
+      name: "cronledger_jobs_reaped_total",
+      help: "Running jobs the reaper took back because their worker stopped heartbeating: requeued for another attempt, or failed for good.",
+      labelNames: ["outcome"] as const,
+      registers,
+    }),
+  );
+  const sources = SOURCES.get(registry) ?? new Set<MetricsSource>();
+  SOURCES.set(registry, sources);
+  shared(registry, "cronledger_schedule_entries", Gauge, () =>
+    new Gauge({
+      name: "cronledger_schedule_entries",
+      help: "Schedule entries by state (ok, late, never_fired, failing, retrying, running, quarantined, waiting_for_worker, invalid), read at scrape time.",
+      labelNames: ["state"] as const,
+      registers,
+      async collect() {
+        try {
+          const statuses = await Promise.all([...sources].map((source) => source.status()));
+          this.reset();
+          for (const state of ENTRY_STATE_LABELS) this.set({ state }, 0);
+          for (const status of statuses) {
+            for (const entry of status.entries) this.inc({ state: entry.state });
+            if (status.invalid.length > 0) this.inc({ state: "invalid" }, status.invalid.length);
+          }
+        } catch {
+          // The database is unreachable: no sample rather than a failed scrape (cronledger_init_failure and absent() tell).
+          this.reset();
+        }
+      },
+    }),
+  );
+  // One read feeds both queue gauges: prom-client collects the metrics of a scrape concurrently, so the second
+  // gauge to ask joins the read in flight.
+  let queueRead: Promise<Map<string, { ready: number; ageSeconds: number }>> | undefined;
+  const readQueues = () => {
+    if (queueRead) return queueRead;
+    const byDatabase = new Map<string, MetricsSource>();
+    for (const source of sources) byDatabase.set(source.database, source);
+    const values = (async () => {
+      const totals = new Map<string, { ready: number; ageSeconds: number }>();
+      for (const source of byDatabase.values()) {
+        const queues = [...new Set([...sources].filter((other) => other.database === source.database).flatMap((other) => other.queues))];
+        for (const row of await source.readyJobs(queues, READY_COUNT_CAP)) {
+          const seen = totals.get(row.queue) ?? { ready: 0, ageSeconds: 0 };
+          const ageSeconds = row.oldest_ms === null ? 0 : Math.max(0, (row.now_ms - row.oldest_ms) / 1000);
+          totals.set(row.queue, { ready: seen.ready + row.ready, ageSeconds: Math.max(seen.ageSeconds, ageSeconds) });
+        }
+      }
+      return totals;
+    })();
+    queueRead = values;
+    void values.then(
+      () => (queueRead = undefined),
+      () => (queueRead = undefined),
+    );
+    return values;
+  };
+  const queueGauge = (name: string, help: string, pick: (value: { ready: number; ageSeconds: number }) => number) =>
+    shared(registry, name, Gauge, () =>
+      new Gauge({
+        name,
+        help,
+        labelNames: ["queue"] as const,
+        registers,
+        async collect() {
+          try {
+            const values = await readQueues();
+            this.reset();
+            for (const [queue, value] of values) this.set({ queue }, pick(value));
+          } catch {
+            this.reset();
+          }
+        },
+      }),
+    );
+  queueGauge("cronledger_queue_ready_jobs", `Jobs ready to run (queued and due) per queue, read at scrape time; counted up to ${READY_COUNT_CAP} per queue.`, (value) => value.ready);
+  queueGauge("cronledger_queue_oldest_ready_age_seconds", "How long the oldest ready job of each queue has been due, in seconds (0 when none is); read at scrape time.", (value) => value.ageSeconds);
+
   const initFailure = shared(registry, "cronledger_init_failure", Gauge, () =>
     new Gauge({
       name: "cronledger_init_failure",
@@ -110,7 +211,9 @@ export function createMetrics(options: MetricsOptions): CronledgerMetrics {
   for (const type of [...jobNames, OTHER_JOB_TYPE]) {
     for (const status of JOB_STATUS_LABELS) jobsTotal.inc({ job_type: type, status }, 0);
     failuresTotal.inc({ job_type: type }, 0);
+    jobDuration.zero({ job_type: type });
   }
+  for (const outcome of REAP_OUTCOMES) reapedTotal.inc({ outcome }, 0);
   for (const outcome of SLOT_OUTCOME_LABELS) slotsTotal.inc({ outcome }, 0);
   for (const table of PRUNED_TABLES) pruneRows.inc({ table }, 0);
   initFailure.set(0);
@@ -134,7 +237,12 @@ export function createMetrics(options: MetricsOptions): CronledgerMetrics {
       const type = jobType(jobName);
       jobsTotal.inc({ job_type: type, status: status satisfies AttemptStatus satisfies JobStatusLabel });
       jobDuration.observe({ job_type: type }, durationSeconds);
-      if (status === "retry" || status === "panicked") failuresTotal.inc({ job_type: type });
+      if (status === "panicked") failuresTotal.inc({ job_type: type });
+    },
+    jobsReaped({ requeued, failed, failedByJob }) {
+      if (requeued > 0) reapedTotal.inc({ outcome: "requeued" }, requeued);
+      if (failed > 0) reapedTotal.inc({ outcome: "failed" }, failed);
+      for (const [jobName, count] of Object.entries(failedByJob)) failuresTotal.inc({ job_type: jobType(jobName) }, count);
     },
     pruned({ table, rows }) {
       if (rows > 0) pruneRows.inc({ table }, rows);
@@ -143,5 +251,9 @@ export function createMetrics(options: MetricsOptions): CronledgerMetrics {
       initFailure.set(failed ? 1 : 0);
     },
   };
-  return { registry, hooks, jobType };
+  const observe = (source: MetricsSource) => {
+    sources.add(source);
+    return () => void sources.delete(source);
+  };
+  return { registry, hooks, jobType, observe };
 }

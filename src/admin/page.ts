@@ -1,6 +1,9 @@
+import { createHash } from "node:crypto";
 import type { FailureTicket } from "../jobs/failures.js";
+import type { RetryingJob } from "../jobs/retrying.js";
 import { redact } from "../redact.js";
-import type { AdminStatus, EntryProblemView } from "./status.js";
+import { ENTRY_STATES, type EntryState } from "../status/health.js";
+import type { AdminStatus, EntryProblemView, EntryView, RunView } from "./status.js";
 
 const HTML_ESCAPES: Readonly<Record<string, string>> = { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" };
 
@@ -30,34 +33,146 @@ function problemList(problems: readonly EntryProblemView[]): string {
 
 const CHORE_BADGE = `<span class="badge chore" title="cronledger's own chore, fired once per slot by whichever replica runs start()">chore</span>`;
 
-function entriesSection(status: AdminStatus): string {
+/** What the page shows besides the status and the failures: entry runs, retrying jobs, the view it is on and what an action just did. */
+export interface SchedulePageExtras {
+  /** Recent runs of the entries on this page, by ledger key, newest first. */
+  readonly runs?: ReadonlyMap<string, readonly RunView[]>;
+  /** Jobs waiting for a retry (each with a Cancel button). */
+  readonly retrying?: readonly RetryingJob[];
+  /** Only entries in this state. */
+  readonly state?: EntryState | null;
+  /** 1-based page of entries. */
+  readonly page?: number;
+  /** What the action that led here did, in words ("Job #12 retried: ..."). */
+  readonly notice?: string | null;
+  /** Seconds between the page's own refreshes; 0 turns them off. */
+  readonly refreshSeconds?: number;
+}
+
+/** Entries per page: the strip query and the HTML stay small whatever the size of the schedule. */
+export const PAGE_ENTRIES = 100;
+/** The page refreshes itself this often by default (in place, keeping the scroll position). */
+export const PAGE_REFRESH_SECONDS = 15;
+
+const STATE_LABELS: Readonly<Record<EntryState, string>> = {
+  ok: "ok",
+  late: "late",
+  never_fired: "never fired",
+  failing: "failing",
+  retrying: "retrying",
+  running: "running",
+  quarantined: "quarantined",
+  waiting_for_worker: "waiting for worker",
+};
+
+function stateBadge(state: EntryState): string {
+  return `<span class="badge state-${state}">${escapeHtml(STATE_LABELS[state])}</span>`;
+}
+
+const RUN_LABELS: Readonly<Record<RunView["kind"], string>> = {
+  succeeded: "succeeded",
+  skipped: "skipped",
+  failed: "failed",
+  retrying: "waiting for a retry",
+  running: "running",
+  queued: "queued",
+  cancelled: "cancelled",
+};
+
+/** One run as a cell of the strip; its times and outcome are in its title (shown on hover). */
+function runCell(run: RunView): string {
+  const lines = [
+    `job #${run.id}: ${run.kind === "skipped" ? `ended as ${run.outcome ?? "skip"}` : RUN_LABELS[run.kind]}${run.late ? ", started late" : ""}`,
+    `slot ${run.scheduled_for}`,
+    ...(run.started_at ? [`started ${run.started_at}`] : []),
+    ...(run.finished_at ? [`finished ${run.finished_at}`] : run.kind === "retrying" ? [`next attempt ${run.run_at}`] : []),
+    `attempts ${run.attempts}/${run.max_attempts}`,
+    ...(run.error ? [redact(run.error)] : []),
+  ];
+  const classes = ["run", `run-${run.kind}`, run.late ? "late" : "", run.retried ? "retried" : ""].filter(Boolean).join(" ");
+  return `<span class="${classes}" data-job="${run.id}" title="${escapeHtml(lines.join("\n"))}"></span>`;
+}
+
+/** The entry's recent runs, oldest on the left, so time runs left to right like the slots. */
+function strip(runs: readonly RunView[] | undefined): string {
+  if (runs === undefined || runs.length === 0) return `<span class="strip empty muted">no runs yet</span>`;
+  const counts = new Map<string, number>();
+  for (const run of runs) counts.set(run.kind, (counts.get(run.kind) ?? 0) + 1);
+  const label = `last ${runs.length} runs: ${[...counts].map(([kind, count]) => `${count} ${RUN_LABELS[kind as RunView["kind"]]}`).join(", ")}`;
+  return `<span class="strip" role="img" aria-label="${escapeHtml(label)}">${[...runs].reverse().map(runCell).join("")}</span>`;
+}
+
+function lastSlot(entry: EntryView, nowIso: string): string {
+  if (entry.last_enqueued_slot !== null) return instant(entry.last_enqueued_slot, nowIso);
+  if (entry.created_at !== null) return `<span class="muted">never fired</span> · created ${instant(entry.created_at, nowIso)}`;
+  return `<span class="muted">not seen by a scheduler yet</span>`;
+}
+
+function entryRow(entry: EntryView, runs: readonly RunView[] | undefined, nowIso: string): string {
+  const classes = [entry.problems.length > 0 ? "broken" : "", entry.chore ? "chore" : "", `state-${entry.state}`].filter(Boolean).join(" ");
+  return `<tr class="${classes}" data-identity="${escapeHtml(entry.identity)}" data-state="${entry.state}">
+  <td data-label="Job"><strong>${escapeHtml(entry.job)}</strong>${entry.chore ? ` ${CHORE_BADGE}` : ""}<div class="identity">${escapeHtml(entry.identity)}</div></td>
+  <td data-label="Schedule"><code>${escapeHtml(entry.cron)}</code> <span class="muted">${escapeHtml(entry.timezone)}</span></td>
+  <td data-label="State">${stateBadge(entry.state)}<div class="reason">${escapeHtml(redact(entry.reason))}</div></td>
+  <td data-label="Recent runs">${strip(runs)}</td>
+  <td data-label="Last slot">${lastSlot(entry, nowIso)}</td>
+  <td data-label="Next run">${instant(entry.next_run_at, nowIso)}</td>
+</tr>`;
+}
+
+function pageLink(state: EntryState | null, page: number, text: string): string {
+  const params = new URLSearchParams();
+  if (state !== null) params.set("state", state);
+  if (page > 1) params.set("page", String(page));
+  const query = params.toString();
+  return `<a href="scheduler${query === "" ? "" : `?${query}`}">${text}</a>`;
+}
+
+function stateSummary(status: AdminStatus, current: EntryState | null): string {
+  const counts = new Map<EntryState, number>();
+  for (const entry of status.entries) counts.set(entry.state, (counts.get(entry.state) ?? 0) + 1);
+  const parts = ENTRY_STATES.filter((state) => (counts.get(state) ?? 0) > 0).map((state) => {
+    const text = `${stateBadge(state)} ${counts.get(state) ?? 0}`;
+    return state === current ? `<strong class="current">${text}</strong>` : pageLink(state, 1, text);
+  });
+  const invalid = status.invalid.length > 0 ? [`<a href="#broken"><span class="badge state-invalid">invalid</span> ${status.invalid.length}</a>`] : [];
+  const all = current === null ? `<strong class="current">all ${status.entries.length}</strong>` : pageLink(null, 1, `all ${status.entries.length}`);
+  return `<nav class="states" aria-label="entries by state">${[all, ...parts, ...invalid].join(" ")}</nav>`;
+}
+
+function entriesSection(status: AdminStatus, extras: SchedulePageExtras): string {
+  const state = extras.state ?? null;
+  const shown = state === null ? status.entries : status.entries.filter((entry) => entry.state === state);
   if (status.entries.length === 0) return `<p class="muted">No schedule entries are loaded in this process.</p>`;
-  const rows = status.entries
-    .map(
-      (entry) => `<tr class="${[entry.problems.length > 0 ? "broken" : "", entry.chore ? "chore" : ""].join(" ").trim()}" data-identity="${escapeHtml(entry.identity)}">
-  <td><strong>${escapeHtml(entry.job)}</strong>${entry.chore ? ` ${CHORE_BADGE}` : ""}<div class="identity">${escapeHtml(entry.identity)}</div></td>
-  <td><code>${escapeHtml(entry.cron)}</code></td>
-  <td>${escapeHtml(entry.timezone)}</td>
-  <td>${instant(entry.last_enqueued_slot, status.database_now)}</td>
-  <td>${instant(entry.next_run_at, status.database_now)}</td>
-  <td>${entry.problems.length > 0 ? `<span class="badge error">broken</span>` : `<span class="badge ok">ok</span>`}</td>
-</tr>`,
-    )
-    .join("\n");
-  return `<table id="entries"><thead><tr><th>Job</th><th>Cron</th><th>Timezone</th><th>Last slot</th><th>Next run</th><th>State</th></tr></thead><tbody>
+  const pages = Math.max(1, Math.ceil(shown.length / PAGE_ENTRIES));
+  const page = Math.min(Math.max(1, extras.page ?? 1), pages);
+  const slice = shown.slice((page - 1) * PAGE_ENTRIES, page * PAGE_ENTRIES);
+  const rows = slice.map((entry) => entryRow(entry, extras.runs?.get(entry.key), status.database_now)).join("\n");
+  const pager =
+    pages === 1
+      ? ""
+      : `<p class="pager">Page ${page} of ${pages} · ${page > 1 ? pageLink(state, page - 1, "previous") : ""} ${page < pages ? pageLink(state, page + 1, "next") : ""}</p>`;
+  return `${stateSummary(status, state)}
+<table id="entries"><thead><tr><th>Job</th><th>Schedule</th><th>State</th><th>Recent runs</th><th>Last slot</th><th>Next run</th></tr></thead><tbody>
 ${rows}
-</tbody></table>`;
+</tbody></table>
+<p class="legend muted"><span class="run run-succeeded"></span> succeeded <span class="run run-skipped"></span> skipped / no-op
+<span class="run run-failed"></span> failed <span class="run run-retrying"></span> waiting for a retry <span class="run run-running"></span> running
+<span class="run run-queued"></span> queued <span class="run run-cancelled"></span> cancelled <span class="run run-succeeded retried"></span> retried
+<span class="run run-succeeded late"></span> started late · hover a run for its times</p>
+${pager}`;
 }
 
 function brokenSection(status: AdminStatus): string {
   if (status.broken.length === 0) return `<p class="muted">Nothing is broken.</p>`;
   return status.broken
-    .map(
-      (broken) => `<div class="card broken-entry" data-identity="${escapeHtml(broken.identity ?? "")}">
-  <strong>${escapeHtml(broken.job ?? "(unknown job)")}</strong> <span class="identity">${escapeHtml(broken.identity ?? "")}</span>
+    .map((broken) => {
+      const where = broken.invalid_index === null ? "" : ` <span class="badge state-invalid">invalid: schedule[${broken.invalid_index}], not running</span>`;
+      return `<div class="card broken-entry${broken.invalid_index === null ? "" : " invalid"}" data-identity="${escapeHtml(broken.identity ?? "")}">
+  <strong>${escapeHtml(broken.job ?? "(unknown job)")}</strong>${where} <span class="identity">${escapeHtml(broken.identity ?? "")}</span>
   ${problemList(broken.problems)}
-</div>`,
-    )
+</div>`;
+    })
     .join("\n");
 }
 
@@ -66,68 +181,167 @@ function queuesSection(status: AdminStatus): string {
   const columns = Object.keys(status.totals);
   const row = (name: string, counts: Readonly<Record<string, number>>) =>
     `<tr><td>${escapeHtml(name)}</td>${columns.map((column) => `<td class="num">${escapeHtml(counts[column] ?? 0)}</td>`).join("")}</tr>`;
-  return `<table id="queues"><thead><tr><th>Queue</th>${columns.map((column) => `<th class="num">${escapeHtml(column)}</th>`).join("")}</tr></thead><tbody>
+  return `<div class="scroll"><table id="queues"><thead><tr><th>Queue</th>${columns.map((column) => `<th class="num">${escapeHtml(column)}</th>`).join("")}</tr></thead><tbody>
 ${queues.map(([name, counts]) => row(name, counts)).join("\n")}
 ${row("all queues", status.totals)}
-</tbody></table>`;
+</tbody></table></div>`;
 }
 
-function failuresSection(failures: readonly FailureTicket[], nowIso: string): string {
-  if (failures.length === 0) return `<p class="muted">No failed jobs.</p>`;
-  return failures
+function retryingSection(retrying: readonly RetryingJob[] | undefined, nowIso: string): string {
+  if (retrying === undefined || retrying.length === 0) return `<p class="muted">No job is waiting for a retry.</p>`;
+  return retrying
     .map(
-      (failure) => `<div class="card failure" id="failure-${failure.id}">
-  <div><strong>${escapeHtml(failure.jobType)}</strong> #${failure.id} · failed ${instant(failure.failedAt.toISOString(), nowIso)}
-    · ${failure.attempts}/${failure.maxAttempts} attempts${failure.scheduledFor ? ` · slot ${escapeHtml(failure.scheduledFor.toISOString())}` : ""}
-    ${failure.idempotency ? ` · key <code>${escapeHtml(failure.idempotency)}</code>` : ""}</div>
-  <pre>${escapeHtml(redact(failure.lastError ?? "(no error recorded)"))}</pre>
-  <form method="post" action="scheduler/jobs/${failure.id}/retry"><button type="submit">Retry as a new job</button></form>
+      (job) => `<div class="card retrying" id="retrying-${job.id}">
+  <div><strong>${escapeHtml(job.jobType)}</strong> #${job.id} · attempt ${job.attempts}/${job.maxAttempts} failed · next attempt ${instant(job.nextAttemptAt.toISOString(), nowIso)}
+    ${job.scheduledFor ? ` · slot ${escapeHtml(job.scheduledFor.toISOString())}` : ""}${job.retryOverride ? ` · retry policy <code>${escapeHtml(job.retryOverride)}</code> (given at enqueue)` : ""}</div>
+  <pre>${escapeHtml(redact(job.lastError ?? "(no error recorded)"))}</pre>
+  <form method="post" action="scheduler/jobs/${job.id}/cancel"><button type="submit" class="danger">Cancel this job</button></form>
 </div>`,
     )
     .join("\n");
 }
 
+function failuresSection(failures: readonly FailureTicket[], nowIso: string): string {
+  if (failures.length === 0) return `<p class="muted">No failed jobs.</p>`;
+  return failures
+    .map((failure) => {
+      const action =
+        failure.retriedAs === null
+          ? `<form method="post" action="scheduler/jobs/${failure.id}/retry"><button type="submit">Retry as a new job</button></form>`
+          : `<p class="retried">Retried as job #${failure.retriedAs.id} (${escapeHtml(failure.retriedAs.status)}).</p>`;
+      return `<div class="card failure${failure.retriedAs === null ? "" : " was-retried"}" id="failure-${failure.id}">
+  <div><strong>${escapeHtml(failure.jobType)}</strong> #${failure.id} · failed ${instant(failure.failedAt.toISOString(), nowIso)}
+    · ${failure.attempts}/${failure.maxAttempts} attempts${failure.retryOverride ? ` (retry policy <code>${escapeHtml(failure.retryOverride)}</code>, given at enqueue)` : ""}${failure.scheduledFor ? ` · slot ${escapeHtml(failure.scheduledFor.toISOString())}` : ""}
+    ${failure.idempotency ? ` · key <code>${escapeHtml(failure.idempotency)}</code>` : ""}</div>
+  <pre>${escapeHtml(redact(failure.lastError ?? "(no error recorded)"))}</pre>
+  ${action}
+</div>`;
+    })
+    .join("\n");
+}
+
 const STYLE = `
-body{font:14px/1.45 system-ui,sans-serif;margin:0 auto;max-width:1200px;padding:1rem 1.5rem;color:#1d2330;background:#fafbfc}
-h1{font-size:1.4rem;margin:.2rem 0}h2{font-size:1.1rem;margin-top:1.8rem;border-bottom:1px solid #dde1e6;padding-bottom:.2rem}
-table{border-collapse:collapse;width:100%;background:#fff}th,td{text-align:left;padding:.35rem .6rem;border-bottom:1px solid #eceff3;vertical-align:top}
-th{font-weight:600;color:#4a5468}.num{text-align:right}.identity{font:11px ui-monospace,monospace;color:#6b7485;word-break:break-all}
-tr.broken{background:#fff2f2}.badge{border-radius:8px;padding:.05rem .5rem;font-size:12px}.badge.ok{background:#e3f6e8;color:#17612e}
-.badge.error{background:#fde2e2;color:#a11}.badge.chore{background:#e6ebf5;color:#34466b}tr.chore td{color:#4a5468}.muted{color:#6b7485}.card{background:#fff;border:1px solid #e3e6eb;border-radius:6px;padding:.6rem .8rem;margin:.5rem 0}
-.broken-entry{border-left:4px solid #d33}.failure{border-left:4px solid #e08a00}pre{white-space:pre-wrap;word-break:break-word;background:#f4f5f7;padding:.5rem;margin:.4rem 0}
-.problems{margin:.3rem 0;padding-left:1.2rem}.problems .warning{color:#8a5a00}.problems .error{color:#a11}
-button{font:inherit;padding:.2rem .7rem;cursor:pointer}`;
+:root{color-scheme:light dark;--bg:#fafbfc;--fg:#1d2330;--muted:#6b7485;--card:#fff;--line:#e3e6eb;--soft:#eceff3;--head:#4a5468;--pre:#f4f5f7;
+--ok:#2f9e55;--okbg:#e3f6e8;--okfg:#17612e;--bad:#d33;--badbg:#fde2e2;--badfg:#a11;--warn:#e08a00;--warnbg:#fff1d6;--warnfg:#7a4b00;
+--info:#2f6fd6;--infobg:#e2ecfb;--infofg:#1d4a94;--grey:#9aa3b2;--greybg:#eceff3;--greyfg:#4a5468;--violetbg:#efe4fb;--violetfg:#5b2a93}
+@media (prefers-color-scheme:dark){:root{--bg:#14171c;--fg:#e4e7ec;--muted:#98a1b1;--card:#1c2027;--line:#2e343e;--soft:#262b33;--head:#b5bdcb;--pre:#111418;
+--okbg:#173d25;--okfg:#8fdcaa;--badbg:#4a1c1c;--badfg:#ffb0b0;--warnbg:#4a3610;--warnfg:#ffd58a;--infobg:#1a2f52;--infofg:#a9c7ff;--greybg:#2a3039;--greyfg:#c2c9d4;
+--violetbg:#33234a;--violetfg:#d7bcff}}
+*{box-sizing:border-box}
+body{font:14px/1.45 system-ui,sans-serif;margin:0 auto;max-width:1400px;padding:1rem 1.5rem;color:var(--fg);background:var(--bg)}
+a{color:var(--info)}h1{font-size:1.4rem;margin:.2rem 0}h2{font-size:1.1rem;margin-top:1.8rem;border-bottom:1px solid var(--line);padding-bottom:.2rem}
+table{border-collapse:collapse;width:100%;background:var(--card)}th,td{text-align:left;padding:.35rem .6rem;border-bottom:1px solid var(--soft);vertical-align:top}
+th{font-weight:600;color:var(--head)}.num{text-align:right}.identity{font:11px ui-monospace,monospace;color:var(--muted);word-break:break-all}
+.reason{font-size:12px;color:var(--muted);margin-top:.2rem;max-width:34rem;overflow-wrap:anywhere}
+tr.broken{background:color-mix(in srgb,var(--badbg) 45%,var(--card))}tr.chore td{color:var(--head)}.muted{color:var(--muted)}
+.badge{display:inline-block;border-radius:8px;padding:.05rem .5rem;font-size:12px;white-space:nowrap}
+.badge.ok,.state-ok.badge{background:var(--okbg);color:var(--okfg)}.badge.error,.state-failing.badge,.state-late.badge,.state-invalid.badge{background:var(--badbg);color:var(--badfg)}
+.state-retrying.badge,.state-waiting_for_worker.badge{background:var(--warnbg);color:var(--warnfg)}.state-running.badge{background:var(--infobg);color:var(--infofg)}
+.state-never_fired.badge{background:var(--greybg);color:var(--greyfg)}.state-quarantined.badge{background:var(--violetbg);color:var(--violetfg)}
+.badge.chore{background:var(--infobg);color:var(--infofg)}
+.card{background:var(--card);border:1px solid var(--line);border-radius:6px;padding:.6rem .8rem;margin:.5rem 0}
+.broken-entry{border-left:4px solid var(--bad)}.failure{border-left:4px solid var(--warn)}.failure.was-retried{border-left-color:var(--grey)}.retrying{border-left:4px solid var(--warn)}
+pre{white-space:pre-wrap;word-break:break-word;background:var(--pre);padding:.5rem;margin:.4rem 0}
+.problems{margin:.3rem 0;padding-left:1.2rem}.problems .warning{color:var(--warnfg)}.problems .error{color:var(--badfg)}
+button{font:inherit;padding:.2rem .7rem;cursor:pointer}button.danger{color:var(--badfg)}
+.notice{background:var(--okbg);color:var(--okfg);border-radius:6px;padding:.5rem .8rem;margin:.6rem 0}
+.states{display:flex;flex-wrap:wrap;gap:.4rem .9rem;margin:.4rem 0 .6rem}.states a{text-decoration:none;color:inherit}.pager{margin:.5rem 0}
+.strip{display:inline-flex;flex-wrap:wrap;gap:2px;min-width:14rem;max-width:16rem}
+.run{display:inline-block;width:9px;height:18px;border-radius:2px;background:var(--grey);vertical-align:middle}
+.run-succeeded{background:var(--ok)}.run-skipped{background:color-mix(in srgb,var(--ok) 45%,var(--card))}.run-failed{background:var(--bad)}
+.run-retrying{background:var(--warn)}.run-running{background:var(--info)}.run-queued{background:var(--card);border:1px solid var(--grey)}.run-cancelled{background:var(--greybg);border:1px dashed var(--grey)}
+.run.retried{box-shadow:inset 0 -5px 0 var(--warn)}.run.late{box-shadow:inset 0 5px 0 var(--fg)}.run.late.retried{box-shadow:inset 0 5px 0 var(--fg),inset 0 -5px 0 var(--warn)}
+.legend .run{margin:0 .15rem 0 .5rem}.scroll{overflow-x:auto}#refresh-status{font-size:12px}
+@media (max-width:700px){body{padding:.6rem .7rem}
+#entries thead{display:none}#entries,#entries tbody,#entries tr,#entries td{display:block;width:100%}
+#entries tr{border:1px solid var(--line);border-radius:6px;margin:.5rem 0;padding:.3rem 0;background:var(--card)}
+#entries td{border:0;padding:.2rem .6rem}#entries td::before{content:attr(data-label);display:block;font-size:11px;color:var(--muted);text-transform:uppercase;letter-spacing:.03em}
+#entries td[data-label="Schedule"]::before,#entries td[data-label="Last slot"]::before,#entries td[data-label="Next run"]::before{display:inline;margin-right:.5rem}
+.strip{max-width:100%;min-width:0}.reason{max-width:none}}`;
 
 /**
- * The Schedule page: one self-contained HTML document, no scripts, every dynamic value escaped.
+ * The page's one script: it drops the one-off notice from the address (so a
+ * reload does not repeat it), then refreshes the page in place every few
+ * seconds: it fetches the same URL and swaps <main>, so the scroll position
+ * and the browser history stay as they are. Allowed by its hash in the CSP;
+ * without it the page is complete, only static.
+ */
+const SCRIPT = `(() => {
+  const url = new URL(location.href);
+  const oneOff = ["retried", "as", "created", "cancelled", "was", "refused", "job", "code"];
+  if (oneOff.some((name) => url.searchParams.has(name))) {
+    for (const name of oneOff) url.searchParams.delete(name);
+    history.replaceState(history.state, "", url.pathname + url.search + url.hash);
+  }
+  const every = Number(document.body.dataset.refresh || "0") * 1000;
+  if (!every) return;
+  const say = (text) => {
+    const status = document.getElementById("refresh-status");
+    if (status) status.textContent = text;
+  };
+  const later = () => setTimeout(refresh, every);
+  async function refresh() {
+    if (document.hidden) return later();
+    try {
+      const response = await fetch(location.pathname + location.search, { headers: { accept: "text/html" }, credentials: "same-origin", cache: "no-store" });
+      if (!response.ok) throw new Error("HTTP " + response.status);
+      const next = new DOMParser().parseFromString(await response.text(), "text/html").querySelector("main");
+      const current = document.querySelector("main");
+      if (next && current) {
+        const x = window.scrollX, y = window.scrollY;
+        current.replaceWith(document.adoptNode(next));
+        window.scrollTo(x, y);
+      }
+      say("updated " + new Date().toLocaleTimeString());
+    } catch (error) {
+      say("could not refresh (" + (error && error.message) + "); trying again");
+    }
+    later();
+  }
+  later();
+})();`;
+
+/** The CSP source that allows SCRIPT and nothing else. */
+export const PAGE_SCRIPT_HASH = `'sha256-${createHash("sha256").update(SCRIPT, "utf8").digest("base64")}'`;
+
+/**
+ * The Schedule page: one self-contained HTML document, every dynamic value escaped, one script (allowed by its hash).
  * Its URLs are relative to the page's own address, so they keep whatever prefix the browser used:
  * the handler's basePath, a mount prefix the framework stripped before the handler saw the request,
  * or a reverse proxy's. A URL built from basePath would be wrong in the last two cases.
  */
-export function renderSchedulePage(status: AdminStatus, failures: readonly FailureTicket[]): string {
+export function renderSchedulePage(status: AdminStatus, failures: readonly FailureTicket[], extras: SchedulePageExtras = {}): string {
   const chores = status.entries.filter((entry) => entry.chore).length;
   const entries = status.entries.length - chores;
+  const refresh = extras.refreshSeconds ?? PAGE_REFRESH_SECONDS;
   return `<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="color-scheme" content="light dark">
 <title>Schedule · cronledger · ${escapeHtml(status.namespace)}</title>
 <style>${STYLE}</style>
 </head>
-<body>
+<body data-refresh="${refresh}">
 <h1>Schedule</h1>
+${extras.notice ? `<p class="notice" role="status">${escapeHtml(extras.notice)}</p>` : ""}
+<main>
 <p class="muted">Namespace <code>${escapeHtml(status.namespace)}</code> · database clock <time datetime="${escapeHtml(status.database_now)}">${escapeHtml(status.database_now)}</time>
 · ${entries} entr${entries === 1 ? "y" : "ies"}${chores > 0 ? ` + ${chores} chore${chores === 1 ? "" : "s"}` : ""} · ${status.broken.length} broken
-· JSON: <a href="scheduler/status">status</a>, <a href="scheduler/failures">failures</a></p>
+· JSON: <a href="scheduler/status">status</a>, <a href="scheduler/failures">failures</a>${refresh > 0 ? ` · <span id="refresh-status">refreshes every ${refresh}s</span>` : ""}</p>
 <h2>Entries</h2>
-${entriesSection(status)}
+${entriesSection(status, extras)}
 <h2 id="broken">Broken entries</h2>
 ${brokenSection(status)}
 <h2>Queues</h2>
 ${queuesSection(status)}
+<h2 id="retrying">Waiting for a retry</h2>
+${retryingSection(extras.retrying, status.database_now)}
 <h2 id="failures">Recent failures</h2>
 ${failuresSection(failures, status.database_now)}
+</main>
+<script>${SCRIPT}</script>
 </body>
 </html>
 `;

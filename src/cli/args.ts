@@ -16,6 +16,8 @@ export interface ParsedArgs {
   readonly help: boolean;
   string(name: string): string | undefined;
   boolean(name: string): boolean;
+  /** The command's one argument (`cronledger cancel <id>`), when it takes one. */
+  readonly argument?: string | undefined;
 }
 
 /**
@@ -23,14 +25,19 @@ export interface ParsedArgs {
  * Anything else (an unknown flag, a stray argument, a missing value) is a
  * UsageError naming the command, so the user never gets a silently ignored typo.
  */
-export function parseArgs(argv: readonly string[], specs: readonly OptionSpec[], command: string): ParsedArgs {
+export function parseArgs(argv: readonly string[], specs: readonly OptionSpec[], command: string, argumentName?: string): ParsedArgs {
   const strings = new Map<string, string>();
   const booleans = new Set<string>();
   let help = false;
+  let argument: string | undefined;
   for (let index = 0; index < argv.length; index++) {
     const arg = argv[index] ?? "";
     if (arg === "-h" || arg === "--help") {
       help = true;
+      continue;
+    }
+    if (!arg.startsWith("--") && argumentName !== undefined && argument === undefined) {
+      argument = arg;
       continue;
     }
     if (!arg.startsWith("--")) {
@@ -58,6 +65,7 @@ export function parseArgs(argv: readonly string[], specs: readonly OptionSpec[],
   }
   return {
     help,
+    argument,
     string: (name) => strings.get(name),
     boolean: (name) => booleans.has(name),
   };

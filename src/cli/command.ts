@@ -18,6 +18,8 @@ export interface Command {
   /** Further paragraphs for `cronledger <name> --help`. */
   readonly details?: string;
   readonly options: readonly OptionSpec[];
+  /** The one argument it takes besides options, e.g. `<id>`; none when unset. */
+  readonly argument?: { readonly name: string; readonly description: string };
   /** Resolves to the exit status. */
   run(args: ParsedArgs, io: CliIO): Promise<number>;
 }

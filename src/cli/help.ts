@@ -9,11 +9,12 @@ export function commandHelp(command: Command): string {
   const flags = options.map((option) => `--${option.name}${option.type === "string" ? ` ${option.value ?? "<value>"}` : ""}`);
   const width = Math.max(...flags.map((flag) => flag.length));
   return [
-    `Usage: cronledger ${command.name} [options]`,
+    `Usage: cronledger ${command.name}${command.argument ? ` ${command.argument.name}` : ""} [options]`,
     "",
     `${command.summary[0]?.toUpperCase() ?? ""}${command.summary.slice(1)}.`,
     ...(command.details ? ["", command.details] : []),
     "",
+    ...(command.argument ? ["Arguments:", `  ${command.argument.name.padEnd(width)}  ${command.argument.description}`, ""] : []),
     "Options:",
     ...options.map((option, index) => `  ${(flags[index] ?? "").padEnd(width)}  ${option.description}`),
   ].join("\n");

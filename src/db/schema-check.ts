@@ -1,7 +1,8 @@
 import { sql } from "drizzle-orm";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { MigrationRequiredError } from "../errors.js";
+import { DatabaseUnavailableError, MigrationRequiredError } from "../errors.js";
+import { diagnoseDatabaseError } from "./diagnose.js";
 import { packagePath } from "../package-root.js";
 import { query, type Database } from "./connection.js";
 import type { Executor } from "./executor.js";
@@ -158,8 +159,9 @@ const checked = new WeakMap<Database, Promise<void>>();
 export function ensureSchema(database: Database, executor: Executor = database.db): Promise<void> {
   let pending = checked.get(database);
   if (pending === undefined) {
-    pending = inspectSchema(executor).then((inspection) => {
-      if (inspection.missing.length === 0) return;
+    pending = inspectSchema(executor).then(
+      (inspection) => {
+        if (inspection.missing.length === 0) return;
       throw new MigrationRequiredError({
         database: database.label,
         foundVersion: inspection.foundVersion,
@@ -168,7 +170,13 @@ export function ensureSchema(database: Database, executor: Executor = database.d
         missing: inspection.missing,
         empty: inspection.empty,
       });
-    });
+      },
+      (error: unknown) => {
+        // A database that cannot be reached says why in one line (connection refused, wrong password...), not as a failed catalog query.
+        const diagnosis = diagnoseDatabaseError(error);
+        throw diagnosis === undefined ? error : new DatabaseUnavailableError(diagnosis, database.label, error);
+      },
+    );
     checked.set(database, pending);
     pending.catch(() => checked.delete(database));
   }

@@ -4,9 +4,11 @@ import { insertJobs, jobsByIdempotencyKey, type NewJobRow } from "../db/sql/jobs
 import { parseDuration, type Duration } from "../duration.js";
 import { InvalidArgumentError, JobNotRegisteredError, PayloadValidationError } from "../errors.js";
 import { boundKey } from "../keys.js";
+import { resolveRetryOverride } from "../options.js";
 import { closest } from "../suggest.js";
 import { storablePayload, type JobDefinition } from "./define-job.js";
 import { DEFAULT_MAX_PAYLOAD_BYTES, payloadTooLarge } from "./payload-limit.js";
+import type { RetryOverride } from "./retry-override.js";
 
 export interface EnqueueOptions {
   /** Unique per job name: enqueueing an existing key returns the existing job instead of adding one. */
@@ -17,6 +19,12 @@ export interface EnqueueOptions {
   readonly delay?: Duration;
   readonly queue?: string;
   readonly priority?: number;
+  /**
+   * This job's retry policy instead of its job's: a class (`"probe"`), `{ maxAttempts }` (the job's
+   * delays, another budget) or `{ maxAttempts, baseMs, capMs, jitter? }`. Stored with the job, so it
+   * holds on every worker; shown in the failures and status views.
+   */
+  readonly retry?: RetryOverride;
   /**
    * The application's drizzle database or transaction to write the job in
    * (postgres-js, node-postgres or PGlite driver): inside `db.transaction(async (tx) => ...)`,
@@ -61,7 +69,7 @@ function resolveJob(reference: JobReference, registry: ReadonlyMap<string, JobDe
   return job;
 }
 
-const REQUEST_OPTIONS: readonly string[] = ["idempotencyKey", "runAt", "delay", "queue", "priority"];
+const REQUEST_OPTIONS: readonly string[] = ["idempotencyKey", "runAt", "delay", "queue", "priority", "retry"];
 
 /** A request's options take only known keys: a misspelt `idempotencyKey` must not silently enqueue duplicates. */
 function checkOptions(options: object, jobName: string, position: number | undefined): void {
@@ -93,6 +101,7 @@ function toRow(request: EnqueueRequest, registry: ReadonlyMap<string, JobDefinit
   // A delay counts from the database clock, like every other instant, not from this host's.
   const delayMs = options.delay === undefined ? 0 : parseDuration(options.delay, "delay");
   const runAt = options.runAt;
+  const retry = options.retry === undefined ? undefined : resolveRetryOverride(options.retry, job.name);
   return {
     jobName: job.name,
     queue: options.queue ?? job.queue,
@@ -100,10 +109,11 @@ function toRow(request: EnqueueRequest, registry: ReadonlyMap<string, JobDefinit
     priority: options.priority ?? job.priority,
     runAt: runAt === undefined ? null : runAt.toISOString(),
     delayMs,
-    maxAttempts: job.retry.maxAttempts,
+    maxAttempts: retry?.maxAttempts ?? job.retry.maxAttempts,
     idempotencyKey: options.idempotencyKey === undefined ? null : boundKey(options.idempotencyKey),
     scheduleKey: null,
     scheduledFor: null,
+    retryPolicyJson: retry === undefined ? null : JSON.stringify(retry.stored),
   };
 }
 

@@ -1,8 +1,10 @@
 import { createHash } from "node:crypto";
 import type { Executor } from "../db/executor.js";
-import { failedJobs } from "../db/sql/jobs.js";
+import { failedJobs, jobsByIdempotencyKey } from "../db/sql/jobs.js";
 import { InvalidFailureFilterError } from "../errors.js";
 import { redact } from "../redact.js";
+import { describeRetryOverride, readStoredRetryPolicy } from "./retry-override.js";
+import { retryIdempotencyKey } from "./retry-failed.js";
 
 export const DEFAULT_FAILURES_LIMIT = 50;
 export const MAX_FAILURES_LIMIT = 500;
@@ -30,6 +32,10 @@ export interface FailureTicket {
   readonly scheduleKey: string | null;
   /** The idempotency key, shortened (prefix plus digest) and redacted; null for jobs enqueued without one. */
   readonly idempotency: string | null;
+  /** The retry policy given at enqueue instead of the job's (`probe`, `1 attempt`, ...); null: the job's own. */
+  readonly retryOverride: string | null;
+  /** The job an operator's retry of this ticket created, with its status now; null while it was not retried. */
+  readonly retriedAs: { readonly id: number; readonly status: string } | null;
 }
 
 export interface FailurePage {
@@ -73,6 +79,14 @@ export async function listFailures(executor: Executor, filter: FailureFilter = {
   const rows = await failedJobs(executor, { jobName: filter.jobType, before: parseCursor(filter.before), limit: limit + 1 });
   const page = rows.slice(0, limit);
   const last = page.at(-1);
+  // A retry is found by the idempotency key it was created under (src/jobs/retry-failed.ts): one lookup for the page.
+  const retryKeys = new Map(page.map((row) => [row.id, retryIdempotencyKey(row.id, row.idempotency_key)]));
+  const retries =
+    page.length === 0 ? [] : await jobsByIdempotencyKey(executor, [...new Set(page.map((row) => row.job_name))], [...retryKeys.values()]);
+  const retryOf = (row: (typeof page)[number]) => {
+    const found = retries.find((retry) => retry.job_name === row.job_name && retry.idempotency_key === retryKeys.get(row.id));
+    return found === undefined ? null : { id: found.id, status: found.status };
+  };
   return {
     failures: page.map((row) => ({
       id: row.id,
@@ -86,6 +100,8 @@ export async function listFailures(executor: Executor, filter: FailureFilter = {
       scheduledFor: row.scheduled_for_ms === null ? null : new Date(row.scheduled_for_ms),
       scheduleKey: row.schedule_key,
       idempotency: summarizeIdempotencyKey(row.idempotency_key),
+      retryOverride: describeRetryOverride(readStoredRetryPolicy(row.retry_policy)),
+      retriedAs: retryOf(row),
     })),
     nextBefore: rows.length > limit && last ? `${last.failed_at_us}_${last.id}` : null,
   };

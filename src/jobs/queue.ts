@@ -4,22 +4,27 @@ import { asExecutor, type Executor } from "../db/executor.js";
 import {
   claimJobs,
   completeJobs,
+  entryRuns,
   heartbeatJobs,
   jobCounts,
   JOBS_CHANNEL,
+  readyJobStats,
   type ClaimedJob,
   type ClaimRequest,
   type CompletionRow,
+  type EntryRunRow,
 } from "../db/sql/jobs.js";
 import type { CronledgerEvents } from "../events.js";
 import type { Logger } from "../log.js";
 import type { AttemptServices } from "./attempt.js";
 import type { JobDefinition } from "./define-job.js";
+import { cancelJob, type CancelledJob } from "./cancel.js";
 import { enqueueJobs, type EnqueuedJob, type EnqueueManyOptions, type EnqueueOptions, type Enqueuer, type EnqueueRequest, type JobReference } from "./enqueue.js";
 import { listFailures, type FailureFilter, type FailurePage } from "./failures.js";
 import { reapStaleJobs, type ReapReport } from "./reaper.js";
 import { pruneFinishedJobs, type ResolvedRetention } from "./retention.js";
 import { retryFailedJob, type RetriedJob } from "./retry-failed.js";
+import { listRetrying, type RetryingJob } from "./retrying.js";
 
 export interface JobQueueOptions {
   readonly database: Database;
@@ -115,7 +120,10 @@ export class JobQueue implements Enqueuer, AttemptServices {
   /** Returns running jobs whose heartbeat is older than the lease to the queue, or fails them when out of attempts. */
   async reap(now?: Date): Promise<ReapReport> {
     const report = await reapStaleJobs(this.database.db, { leaseMs: this.leaseMs, ...(now === undefined ? {} : { now }) });
-    if (report.requeued + report.failed > 0) this.logger.warn("reaped jobs whose worker stopped heartbeating", { ...report, leaseMs: this.leaseMs });
+    if (report.requeued + report.failed > 0) {
+      this.logger.warn("reaped jobs whose worker stopped heartbeating", { requeued: report.requeued, failed: report.failed, leaseMs: this.leaseMs });
+      this.events.jobsReaped(report);
+    }
     return report;
   }
 
@@ -134,6 +142,26 @@ export class JobQueue implements Enqueuer, AttemptServices {
   /** Re-enqueues failed job `id` as a new queued job; retrying the same failure twice returns the first retry. */
   retryFailed(id: number): Promise<RetriedJob> {
     return retryFailedJob(this.database.db, this.jobs, id);
+  }
+
+  /** Cancels a job that waits for its first run or a retry (see src/jobs/cancel.ts). */
+  cancel(id: number): Promise<CancelledJob> {
+    return cancelJob(this.database.db, id);
+  }
+
+  /** The `limit` most recent runs of each schedule key, newest slot first. */
+  entryRuns(keys: readonly string[], limit: number): Promise<EntryRunRow[]> {
+    return entryRuns(this.database.db, keys, limit);
+  }
+
+  /** Jobs waiting for a retry, soonest first, errors redacted. */
+  retrying(limit: number): Promise<RetryingJob[]> {
+    return listRetrying(this.database.db, limit);
+  }
+
+  /** Ready jobs per queue and the instant the oldest became due (at most `cap` counted per queue). */
+  readyStats(queues: readonly string[], cap: number): Promise<{ queue: string; ready: number; oldest_ms: number | null; now_ms: number }[]> {
+    return readyJobStats(this.database.db, queues, cap);
   }
 
   /** Job counts by queue, then status. */

@@ -14,6 +14,7 @@ import { describeIssues, type JobDefinition } from "./define-job.js";
 import { Heartbeats } from "./heartbeats.js";
 import type { JobQueue } from "./queue.js";
 import { retryDelayMs } from "./retry.js";
+import { effectiveRetryPolicy, readStoredRetryPolicy } from "./retry-override.js";
 import { RetryWakes } from "./retry-wakes.js";
 
 export type { WorkSummary } from "./completion.js";
@@ -257,7 +258,8 @@ export class Worker {
       job.attempts >= job.maxAttempts;
     const message = redactError(error);
     if (terminal) return { kind: "failed", id: job.id, error: message };
-    return { kind: "retry", id: job.id, error: message, delayMs: retryDelayMs(definition.retry, job.attempts, this.random) };
+    const policy = effectiveRetryPolicy(definition.retry, readStoredRetryPolicy(job.retryPolicy));
+    return { kind: "retry", id: job.id, error: message, delayMs: retryDelayMs(policy, job.attempts, this.random) };
   }
 
   private handBack(job: ClaimedJob): void {

@@ -5,32 +5,69 @@ import type { CronledgerEvents } from "../events.js";
 import type { JobDefinition } from "../jobs/define-job.js";
 import type { Logger } from "../log.js";
 import { runTick, type TickMemory, type TickOptions, type TickReport } from "./tick.js";
-import { loadSchedule, type ResolvedEntry } from "./validate.js";
+import { loadSchedule, resolveSchedule, type ResolvedEntry } from "./validate.js";
 
-/** A validated schedule: the application's entries, the chores' and the warnings. */
+/** A schedule entry that failed validation and does not run (`invalidEntries: "quarantine"`), with every problem found in it. */
+export interface InvalidScheduleEntry {
+  /** Its position in the schedule array. */
+  readonly index: number;
+  readonly jobName: string | null;
+  /** Known once its cron and timezone are valid. */
+  readonly identity: string | null;
+  readonly problems: readonly ScheduleProblem[];
+}
+
+/** A validated schedule: the application's entries, the chores', the warnings and the invalid entries left out. */
 export interface LoadedSchedule {
   readonly entries: readonly ResolvedEntry[];
   readonly choreEntries: readonly ResolvedEntry[];
   readonly warnings: readonly ScheduleProblem[];
+  /** Empty unless `mode` was "quarantine" and some entries are invalid. */
+  readonly invalid: readonly InvalidScheduleEntry[];
 }
 
 /**
  * Validates the application's schedule and the chores' entries in one pass
- * (duplicates are found across both; the chores come last), or throws one
- * ScheduleValidationError listing every problem: a process refuses to start
- * on a broken schedule. `jobs`: every job the entries may name.
+ * (duplicates are found across both; the chores come last). `mode` "fail":
+ * any error throws one ScheduleValidationError listing every problem, and the
+ * process refuses to start. "quarantine": the valid entries load and each
+ * invalid one is returned with its problems, to be shown as broken; a broken
+ * chore (a bad reapCron) still throws, since it is configuration.
+ * `jobs`: every job the entries may name.
  */
 export function loadEntries(
   schedule: readonly unknown[],
   chores: readonly unknown[],
   jobs: readonly JobDefinition[],
-  options: { readonly namespace: string; readonly maxPayloadBytes: number },
+  options: { readonly namespace: string; readonly maxPayloadBytes: number; readonly mode: "quarantine" | "fail" },
 ): LoadedSchedule {
-  const loaded = loadSchedule([...schedule, ...chores], jobs, options);
+  const all = [...schedule, ...chores];
+  const resolve = { namespace: options.namespace, maxPayloadBytes: options.maxPayloadBytes };
+  const split = (entries: readonly ResolvedEntry[]) => ({
+    entries: entries.filter((entry) => entry.index < schedule.length),
+    choreEntries: entries.filter((entry) => entry.index >= schedule.length),
+  });
+  if (options.mode === "fail") {
+    const loaded = loadSchedule(all, jobs, resolve);
+    return { ...split(loaded.entries), warnings: loaded.warnings, invalid: [] };
+  }
+  const { entries, problems } = resolveSchedule(all, jobs, resolve);
+  const errors = problems.filter((problem) => problem.severity === "error");
+  if (errors.some((problem) => problem.index >= schedule.length)) loadSchedule(all, jobs, resolve);
+  const invalid = new Map<number, InvalidScheduleEntry>();
+  for (const problem of errors) {
+    const seen = invalid.get(problem.index);
+    invalid.set(problem.index, {
+      index: problem.index,
+      jobName: seen?.jobName ?? problem.jobName ?? null,
+      identity: seen?.identity ?? problem.identity ?? null,
+      problems: [...(seen?.problems ?? []), problem],
+    });
+  }
   return {
-    entries: loaded.entries.filter((entry) => entry.index < schedule.length),
-    choreEntries: loaded.entries.filter((entry) => entry.index >= schedule.length),
-    warnings: loaded.warnings,
+    ...split(entries),
+    warnings: problems.filter((problem) => problem.severity === "warning" && !invalid.has(problem.index)),
+    invalid: [...invalid.values()],
   };
 }
 
@@ -56,6 +93,8 @@ export class Scheduler {
   readonly choreEntries: readonly ResolvedEntry[];
   /** Load-time problems that do not stop an entry (never_matches). */
   readonly warnings: readonly ScheduleProblem[];
+  /** Entries left out because they are invalid (`invalidEntries: "quarantine"`). */
+  readonly invalid: readonly InvalidScheduleEntry[];
   private readonly database: Database;
   private readonly logger: Logger;
   private readonly events: CronledgerEvents;
@@ -69,7 +108,15 @@ export class Scheduler {
     this.entries = options.schedule.entries;
     this.choreEntries = options.schedule.choreEntries;
     this.warnings = options.schedule.warnings;
+    this.invalid = options.schedule.invalid;
     for (const warning of this.warnings) this.logger.warn(warning.message, { code: warning.code });
+    for (const entry of this.invalid) {
+      this.logger.error("schedule entry is invalid and will not run; the other entries do (run `cronledger preflight` to check a schedule before deploying)", {
+        index: entry.index,
+        ...(entry.jobName === null ? {} : { job: entry.jobName }),
+        problems: entry.problems.map((problem) => `[${problem.code}] ${problem.message}`),
+      });
+    }
   }
 
   /** One pass at `now` (default: the database clock), over the app's entries and, with `chores`, the chores. */

@@ -1,9 +1,14 @@
 import type { ScheduleProblem } from "../errors.js";
 import type { JobQueue } from "../jobs/queue.js";
 import type { Scheduler } from "../schedule/scheduler.js";
+import { QUARANTINE_DEFERRAL_MS } from "../schedule/tick.js";
 import type { ResolvedEntry } from "../schedule/validate.js";
 import { JOB_STATUSES, type JobStatus } from "../schema.js";
+import { entryHealth, slotToleranceMs, type EntryRun, type EntryState } from "./health.js";
 import type { EntryProblemTracker } from "./problems.js";
+import { loadEntryRuns } from "./runs.js";
+
+export type { EntryRun, EntryState, RunKind } from "./health.js";
 
 /**
  * The status of a ledger, built once per request from the scheduler's
@@ -27,17 +32,27 @@ export interface EntryStatus {
   readonly jobName: string;
   readonly cron: string;
   readonly timezone: string;
+  /** The last slot handled (fired, or skipped as stale); null while none was: the entry never fired (see createdAt). */
   readonly lastEnqueuedSlot: Date | null;
+  /** When its ledger row was created (first seen by a pass); null before any pass saw it. */
+  readonly createdAt: Date | null;
   readonly nextRunAt: Date | null;
+  /** What an operator alerts on (src/status/health.ts), and why in words. */
+  readonly state: EntryState;
+  readonly reason: string;
+  /** Its newest run; null when no job of it exists (or retention deleted them). */
+  readonly latestRun: EntryRun | null;
   /** One of cronledger's own chores (`cronledger.reap`, `cronledger.prune`), not an entry of the app's schedule. */
   readonly chore: boolean;
   readonly problems: readonly EntryProblem[];
 }
 
-/** A problem that belongs to no loaded entry (a load-time warning without an identity). */
+/** An entry with problems: a loaded one, an invalid one that does not run, or a load-time warning without an identity. */
 export interface BrokenEntry {
   readonly identity: string | null;
   readonly jobName: string | null;
+  /** Its position in the schedule when it is invalid and does not run (`invalidEntries: "quarantine"`); null otherwise. */
+  readonly invalidIndex: number | null;
   readonly problems: readonly EntryProblem[];
 }
 
@@ -47,8 +62,10 @@ export interface SchedulerStatus {
   readonly entries: readonly EntryStatus[];
   /** Load-time schedule warnings (never_matches). */
   readonly warnings: readonly ScheduleProblem[];
-  /** Entries with problems (load-time warnings, no upcoming slot, quarantined or repaired by a recent tick), then problems of no entry. */
+  /** Entries with problems (load-time warnings, no upcoming slot, quarantined or repaired by a recent tick), then invalid entries that do not run, then problems of no entry. */
   readonly broken: readonly BrokenEntry[];
+  /** Schedule entries left out because they are invalid (`invalidEntries: "quarantine"`), with their problems; also in `broken`. */
+  readonly invalid: readonly BrokenEntry[];
   /** Job counts by queue, then status. */
   readonly queues: Readonly<Record<string, Readonly<Record<string, number>>>>;
   /** Job counts by status over all queues; every status is present. */
@@ -61,11 +78,20 @@ export interface StatusSources {
   readonly problems: EntryProblemTracker;
   /** List the chores (unless the ledger has `chores: false`). */
   readonly chores: boolean;
+  /** Judge the entries at this instant instead of the database clock (tests, like `tick({ now })`). */
+  readonly now?: Date | undefined;
 }
 
 export async function buildStatus(sources: StatusSources): Promise<SchedulerStatus> {
   const { scheduler } = sources;
-  const [ledger, queues] = await Promise.all([scheduler.ledger(), sources.queue.counts()]);
+  const listedEntries = [...scheduler.entries, ...(sources.chores ? scheduler.choreEntries : [])];
+  const ledgerRead = scheduler.ledger().then((read) => (sources.now === undefined ? read : { ...read, nowMs: sources.now.getTime() }));
+  const [ledger, queues, latest] = await Promise.all([
+    ledgerRead,
+    sources.queue.counts(),
+    // The newest run of every entry (one row each): what its health is decided on.
+    loadEntryRuns(sources.queue, listedEntries, 1, ledgerRead.then((read) => read.nowMs)),
+  ]);
   // Per identity: load-time warnings, then what recent ticks saw.
   const loadProblems = new Map<string, EntryProblem[]>();
   const tickProblems = new Map<string, EntryProblem[]>();
@@ -81,15 +107,35 @@ export async function buildStatus(sources: StatusSources): Promise<SchedulerStat
   for (const warning of scheduler.warnings) {
     const problem = { code: warning.code, severity: warning.severity, message: warning.message, at: null };
     if (warning.identity !== undefined && known.has(warning.identity)) add(loadProblems, warning.identity, problem);
-    else unattached.push({ identity: warning.identity ?? null, jobName: warning.jobName ?? null, problems: [problem] });
+    else unattached.push({ identity: warning.identity ?? null, jobName: warning.jobName ?? null, invalidIndex: null, problems: [problem] });
   }
+  const quarantined = new Map<string, { until: Date; reason: string }>();
   for (const recent of sources.problems.recent()) {
     if (known.has(recent.identity)) add(tickProblems, recent.identity, { code: recent.code, severity: recent.severity, message: recent.message, at: recent.at });
+    // Until quarantine lives in the ledger row, this process's own ticks are what knows it.
+    if (recent.code === "quarantined") quarantined.set(recent.identity, { until: new Date(recent.at.getTime() + QUARANTINE_DEFERRAL_MS), reason: recent.message });
   }
+  const invalid: BrokenEntry[] = scheduler.invalid.map((entry) => ({
+    identity: entry.identity,
+    jobName: entry.jobName,
+    invalidIndex: entry.index,
+    problems: entry.problems.map((problem) => ({ code: problem.code, severity: problem.severity, message: problem.message, at: null })),
+  }));
 
   const view = (entry: ResolvedEntry, chore: boolean): EntryStatus => {
-    const slotMs = ledger.rows.get(entry.ledgerKey)?.slot_ms;
+    const row = ledger.rows.get(entry.ledgerKey);
+    const slotMs = row?.slot_ms;
     const next = entry.calendar.nextMs(Math.max(slotMs ?? 0, ledger.nowMs));
+    const latestRun = latest.get(entry.ledgerKey)?.[0] ?? null;
+    const health = entryHealth({
+      nowMs: ledger.nowMs,
+      ledger: row === undefined ? null : { slotMs: row.slot_ms, createdMs: row.created_ms, handled: row.handled },
+      calendar: entry.calendar,
+      jitterMs: entry.jitterMs,
+      latestRun,
+      quarantine: quarantined.get(entry.identity) ?? null,
+      waitingForWorker: waitingSince(latestRun, entry, ledger.nowMs),
+    });
     const loaded = loadProblems.get(entry.identity) ?? [];
     const noNextRun =
       next === null && !loaded.some((problem) => problem.code === "never_matches")
@@ -101,8 +147,12 @@ export async function buildStatus(sources: StatusSources): Promise<SchedulerStat
       jobName: entry.jobName,
       cron: entry.cron.source,
       timezone: entry.timezone,
-      lastEnqueuedSlot: slotMs === undefined ? null : new Date(slotMs),
+      lastEnqueuedSlot: row?.handled ? new Date(row.slot_ms) : null,
+      createdAt: row === undefined ? null : new Date(row.created_ms),
       nextRunAt: next === null ? null : new Date(next),
+      state: health.state,
+      reason: health.reason,
+      latestRun,
       chore,
       problems: [...loaded, ...noNextRun, ...(tickProblems.get(entry.identity) ?? [])],
     };
@@ -114,12 +164,27 @@ export async function buildStatus(sources: StatusSources): Promise<SchedulerStat
     entries,
     warnings: scheduler.warnings,
     broken: [
-      ...entries.filter((entry) => entry.problems.length > 0).map((entry) => ({ identity: entry.identity, jobName: entry.jobName, problems: entry.problems })),
+      ...entries
+        .filter((entry) => entry.problems.length > 0)
+        .map((entry) => ({ identity: entry.identity, jobName: entry.jobName, invalidIndex: null, problems: entry.problems })),
+      ...invalid,
       ...unattached,
     ],
+    invalid,
     queues,
     totals: totalsOf(queues),
   };
+}
+
+/**
+ * Whether the entry's newest run waits for a worker, judged from the job row
+ * alone: queued, due, and not claimed for longer than the entry's tolerance.
+ * (A registry of live workers would tell which job names any worker knows.)
+ */
+function waitingSince(run: EntryRun | null, entry: ResolvedEntry, nowMs: number): { since: Date } | null {
+  if (run === null || (run.kind !== "queued" && run.kind !== "retrying")) return null;
+  const readyMs = run.runAt.getTime();
+  return nowMs - readyMs >= slotToleranceMs(entry.calendar, run.scheduledFor.getTime()) ? { since: run.runAt } : null;
 }
 
 function totalsOf(queues: Readonly<Record<string, Readonly<Record<string, number>>>>): Record<JobStatus, number> {

@@ -36,8 +36,15 @@ function describeFailures(page: FailurePage, jobType: string | undefined): strin
   const tickets = page.failures;
   if (tickets.length === 0) return [`No failures${jobType === undefined ? "" : ` of ${jobType}`}.`];
   const lines = table([
-    ["ID", "JOB", "ATTEMPTS", "FAILED AT", "SCHEDULED FOR"],
-    ...tickets.map((ticket) => [String(ticket.id), ticket.jobType, `${ticket.attempts}/${ticket.maxAttempts}`, isoOrDash(ticket.failedAt), isoOrDash(ticket.scheduledFor)]),
+    ["ID", "JOB", "ATTEMPTS", "FAILED AT", "SCHEDULED FOR", "RETRIED AS"],
+    ...tickets.map((ticket) => [
+      String(ticket.id),
+      ticket.jobType,
+      `${ticket.attempts}/${ticket.maxAttempts}${ticket.retryOverride ? ` (retry: ${ticket.retryOverride})` : ""}`,
+      isoOrDash(ticket.failedAt),
+      isoOrDash(ticket.scheduledFor),
+      ticket.retriedAs ? `#${ticket.retriedAs.id} (${ticket.retriedAs.status})` : "-",
+    ]),
   ]);
   const header = lines[0] ?? "";
   const rows = lines.slice(1).flatMap((line, index) => [line, `    ${(tickets[index]?.lastError ?? "(no error recorded)").replace(/\n/g, "\n    ")}`]);

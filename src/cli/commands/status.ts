@@ -1,41 +1,68 @@
+import { relative } from "node:path";
 import type { SchedulerStatus } from "../../cronledger.js";
 import { CONFIG_OPTION, JSON_OPTION, type Command } from "../command.js";
+import { locateEntries, type SourceLocation } from "../entry-locations.js";
+import { findConfigFile } from "../load-config.js";
 import { assertMigrated, withLedger } from "../open-ledger.js";
 import { isoOrDash, plural, table } from "../format.js";
 
 export const status: Command = {
   name: "status",
-  summary: "show every schedule entry's last slot and next run, and job counts per queue",
-  details: "Without a config file only the queue counts are shown, since the entries come from the schedule.",
+  summary: "show every schedule entry's state (ok, late, failing...), last slot and next run, invalid entries, and job counts per queue",
+  details:
+    "Without a config file only the queue counts are shown, since the entries come from the schedule.\n" +
+    "Exit status 0 whatever the entries' states: alert on cronledger_schedule_entries in Prometheus, or on the JSON.",
   options: [CONFIG_OPTION, JSON_OPTION],
   run: (args, io) =>
     withLedger(args, io, "optional schedule", async (ledger) => {
       await assertMigrated(ledger);
       const report = await ledger.status();
-      if (args.boolean("json")) io.stdout(JSON.stringify(report, null, 2));
-      else for (const line of describeStatus(report)) io.stdout(line);
+      if (args.boolean("json")) {
+        io.stdout(JSON.stringify(report, null, 2));
+        return 0;
+      }
+      // Where each invalid entry is written, when the config's schedule is a literal TypeScript can find.
+      const file = report.invalid.length > 0 ? findConfigFile(args, io) : undefined;
+      const locations = file === undefined ? undefined : await locateEntries(file, ledger.scheduler.entries.length + ledger.scheduler.invalid.length);
+      const where = (index: number | null) => {
+        const location: SourceLocation | undefined = index === null ? undefined : locations?.[index];
+        return location === undefined ? "" : ` (${relative(io.cwd, location.file) || location.file}:${location.line}:${location.column})`;
+      };
+      for (const line of describeStatus(report, where)) io.stdout(line);
       return 0;
     }),
 };
 
-function describeStatus(report: SchedulerStatus): string[] {
+function describeStatus(report: SchedulerStatus, where: (index: number | null) => string): string[] {
   const chores = report.entries.filter((entry) => entry.chore).length;
   const counted = `${plural(report.entries.length - chores, "schedule entry", "schedule entries")}${chores > 0 ? ` + ${plural(chores, "chore")}` : ""}`;
-  const lines = [`Database clock ${report.databaseNow.toISOString()}, namespace "${report.namespace}", ${counted}.`];
+  const invalid = report.invalid.length > 0 ? `, ${report.invalid.length} invalid (not running)` : "";
+  const lines = [`Database clock ${report.databaseNow.toISOString()}, namespace "${report.namespace}", ${counted}${invalid}.`];
   if (report.entries.length > 0) {
+    const states = new Map<string, number>();
+    for (const entry of report.entries) states.set(entry.state, (states.get(entry.state) ?? 0) + 1);
+    lines.push(`States: ${[...states].map(([state, count]) => `${state} ${count}`).join(", ")}.`);
     lines.push(
       "",
       ...table([
-        ["JOB", "CRON", "TIMEZONE", "LAST SLOT", "NEXT RUN"],
+        ["JOB", "STATE", "CRON", "TIMEZONE", "LAST SLOT", "NEXT RUN"],
         ...report.entries.map((entry) => [
           entry.chore ? `${entry.jobName} (chore)` : entry.jobName,
+          entry.state,
           entry.cron,
           entry.timezone,
-          isoOrDash(entry.lastEnqueuedSlot),
+          entry.lastEnqueuedSlot ? entry.lastEnqueuedSlot.toISOString() : entry.createdAt ? `never (created ${entry.createdAt.toISOString()})` : "-",
           isoOrDash(entry.nextRunAt),
         ]),
       ]),
     );
+    const unwell = report.entries.filter((entry) => entry.state !== "ok");
+    if (unwell.length > 0) lines.push("", "Why:");
+    for (const entry of unwell) lines.push(`  ${entry.jobName} [${entry.state}] ${entry.reason}`);
+  }
+  if (report.invalid.length > 0) lines.push("", "Invalid entries (not running; `cronledger preflight` checks a schedule before a deploy):");
+  for (const entry of report.invalid) {
+    for (const problem of entry.problems) lines.push(`  error [${problem.code}] ${problem.message}${where(entry.invalidIndex)}`);
   }
   for (const warning of report.warnings) lines.push(`warning [${warning.code}] ${warning.message}`);
   const queues = Object.entries(report.queues);

@@ -22,9 +22,14 @@ export const tick: Command = {
     return withLedger(args, io, "schedule", async (ledger) => {
       await assertMigrated(ledger);
       const report = await ledger.tick();
-      if (args.boolean("json")) io.stdout(JSON.stringify(report, null, 2));
-      else for (const line of describeReport(report)) io.stdout(line);
-      return report.quarantined.length > 0 ? 1 : 0;
+      const invalid = ledger.scheduler.invalid;
+      if (args.boolean("json")) io.stdout(JSON.stringify({ ...report, invalid }, null, 2));
+      else {
+        for (const line of describeReport(report)) io.stdout(line);
+        for (const entry of invalid) for (const problem of entry.problems) io.stdout(`  invalid      [${problem.code}] ${problem.message} (not ticked)`);
+      }
+      // An entry that could not be enqueued, or one that is invalid and left out, fails the command.
+      return report.quarantined.length > 0 || invalid.length > 0 ? 1 : 0;
     });
   },
 };

@@ -49,6 +49,8 @@ export interface NewJobRow {
   readonly idempotencyKey: string | null;
   readonly scheduleKey: string | null;
   readonly scheduledFor: string | null;
+  /** A retry policy given at enqueue, as JSON; null: the job's own. */
+  readonly retryPolicyJson: string | null;
 }
 
 export interface InsertedJob {
@@ -61,8 +63,8 @@ export interface InsertedJob {
 /**
  * The one job insert: the `inserted` and `notified` CTEs that insert the
  * rows `select` yields (job_name, queue, payload, priority, run_at,
- * max_attempts, idempotency_key, schedule_key, scheduled_for, in that
- * order). Rows whose (job_name, idempotency_key) exists are skipped, and
+ * max_attempts, idempotency_key, schedule_key, scheduled_for, retry_policy,
+ * in that order). Rows whose (job_name, idempotency_key) exists are skipped, and
  * each queue that gained rows is notified once, on commit. Enqueue, the
  * tick's pass and the retry of a failure all insert through it.
  */
@@ -71,40 +73,40 @@ export function jobInsertCtes(select: SQL): SQL {
     inserted as (
       insert into ${jobs}
         (${name(jobs.jobName)}, ${name(jobs.queue)}, ${name(jobs.payload)}, ${name(jobs.priority)}, ${name(jobs.runAt)},
-         ${name(jobs.maxAttempts)}, ${name(jobs.idempotencyKey)}, ${name(jobs.scheduleKey)}, ${name(jobs.scheduledFor)})
+         ${name(jobs.maxAttempts)}, ${name(jobs.idempotencyKey)}, ${name(jobs.scheduleKey)}, ${name(jobs.scheduledFor)}, ${name(jobs.retryPolicy)})
       ${select}
       on conflict (${name(jobs.jobName)}, ${name(jobs.idempotencyKey)}) where ${name(jobs.idempotencyKey)} is not null do nothing
       returning ${name(jobs.id)}, ${name(jobs.jobName)}, ${name(jobs.idempotencyKey)}, ${name(jobs.scheduleKey)}, ${name(jobs.queue)}
     ), notified as (${notifyQueues(sql`inserted`)})`;
 }
 
-/** Inserts any number of jobs in one statement: columns travel as parallel arrays through unnest, a constant 10 parameters. */
+/** Inserts any number of jobs in one statement: columns travel as parallel arrays through unnest, a constant 11 parameters. */
 export async function insertJobs(executor: Executor, rows: readonly NewJobRow[]): Promise<InsertedJob[]> {
   const column = <K extends keyof NewJobRow>(key: K) => sql.param(rows.map((row) => row[key]));
   return query<InsertedJob>(
     executor,
     sql`
     with ${jobInsertCtes(sql`
-      select n, q, p::jsonb, pr, coalesce(ra::timestamptz, now() + ${milliseconds(sql`dm`)}), ma, ik, sk, sf::timestamptz
+      select n, q, p::jsonb, pr, coalesce(ra::timestamptz, now() + ${milliseconds(sql`dm`)}), ma, ik, sk, sf::timestamptz, rp::jsonb
       from unnest(
         ${column("jobName")}::text[], ${column("queue")}::text[], ${column("payloadJson")}::text[],
         ${column("priority")}::int[], ${column("runAt")}::text[], ${column("delayMs")}::float8[], ${column("maxAttempts")}::int[],
-        ${column("idempotencyKey")}::text[], ${column("scheduleKey")}::text[], ${column("scheduledFor")}::text[]
-      ) as t(n, q, p, pr, ra, dm, ma, ik, sk, sf)`)}
+        ${column("idempotencyKey")}::text[], ${column("scheduleKey")}::text[], ${column("scheduledFor")}::text[], ${column("retryPolicyJson")}::text[]
+      ) as t(n, q, p, pr, ra, dm, ma, ik, sk, sf, rp)`)}
     select inserted.id::float8 as id, inserted.job_name, inserted.idempotency_key, inserted.schedule_key
     from inserted cross join notified`,
   );
 }
 
-/** The ids of existing jobs holding any of these (job name, idempotency key) pairs. */
+/** The ids (and statuses) of existing jobs holding any of these (job name, idempotency key) pairs. */
 export async function jobsByIdempotencyKey(
   executor: Executor,
   jobNames: readonly string[],
   keys: readonly string[],
-): Promise<{ id: number; job_name: string; idempotency_key: string }[]> {
+): Promise<{ id: number; job_name: string; idempotency_key: string; status: string }[]> {
   return query(
     executor,
-    sql`select ${jobs.id}::float8 as id, ${jobs.jobName} as job_name, ${jobs.idempotencyKey} as idempotency_key
+    sql`select ${jobs.id}::float8 as id, ${jobs.jobName} as job_name, ${jobs.idempotencyKey} as idempotency_key, ${jobs.status} as status
         from ${jobs}
         where ${jobs.jobName} = any(${array(jobNames, "text")}) and ${jobs.idempotencyKey} = any(${array(keys, "text")})`,
   );
@@ -123,6 +125,8 @@ export interface ClaimedJob {
   readonly maxAttempts: number;
   readonly scheduledForMs: number | null;
   readonly scheduleKey: string | null;
+  /** The retry policy given at enqueue, as JSON; null: the job's own. */
+  readonly retryPolicy: string | null;
 }
 
 export interface ClaimRequest {
@@ -161,7 +165,7 @@ export async function claimJobs(executor: Executor, request: ClaimRequest): Prom
         ))
         returning ${j.id}::float8 as "id", ${j.jobName} as "jobName", ${j.queue} as "queue", ${j.payload}::text as "payload",
           ${j.priority} as "priority", ${epochMs(j.runAt)} as "runAtMs", ${j.attempts} as "attempts", ${j.maxAttempts} as "maxAttempts",
-          ${epochMs(j.scheduledFor)} as "scheduledForMs", ${j.scheduleKey} as "scheduleKey"`,
+          ${epochMs(j.scheduledFor)} as "scheduledForMs", ${j.scheduleKey} as "scheduleKey", ${j.retryPolicy}::text as "retryPolicy"`,
   );
 }
 
@@ -231,6 +235,8 @@ export interface ReapCounts {
   readonly requeued: number;
   /** Jobs whose crashed attempt was their last: failed terminally. */
   readonly failed: number;
+  /** The terminally failed ones by job name (the failure metrics count them per job type). */
+  readonly failedByJob: Readonly<Record<string, number>>;
 }
 
 /**
@@ -243,7 +249,7 @@ export interface ReapCounts {
  */
 export async function reapStaleJobs(executor: Executor, leaseMs: number, now?: Date): Promise<ReapCounts> {
   const exhausted = sql`${j.attempts} >= ${j.maxAttempts}`;
-  const rows = await query<{ status: string; n: number }>(
+  const rows = await query<{ status: string; job_name: string; n: number }>(
     executor,
     sql`with stale as (
           select ${jobs.id} as id from ${jobs}
@@ -259,12 +265,13 @@ export async function reapStaleJobs(executor: Executor, leaseMs: number, now?: D
             ${name(jobs.lockedBy)} = null,
             ${name(jobs.heartbeatAt)} = null
           from stale where ${j.id} = stale.id
-          returning ${j.status} as status, ${j.queue} as queue
+          returning ${j.status} as status, ${j.queue} as queue, ${j.jobName} as job_name
         ), notified as (${notifyQueues(sql`reaped where status = 'queued'`)})
-        select status, count(*)::int as n from reaped, notified group by status`,
+        select status, job_name, count(*)::int as n from reaped, notified group by status, job_name`,
   );
-  const count = (status: string) => rows.find((row) => row.status === status)?.n ?? 0;
-  return { requeued: count("queued"), failed: count("failed") };
+  const count = (status: string) => rows.filter((row) => row.status === status).reduce((sum, row) => sum + row.n, 0);
+  const failedByJob = Object.fromEntries(rows.filter((row) => row.status === "failed").map((row) => [row.job_name, row.n]));
+  return { requeued: count("queued"), failed: count("failed"), failedByJob };
 }
 
 /**
@@ -306,6 +313,7 @@ export interface FailedJobRow {
   scheduled_for_ms: number | null;
   schedule_key: string | null;
   idempotency_key: string | null;
+  retry_policy: string | null;
 }
 
 /**
@@ -327,7 +335,7 @@ export async function failedJobs(
                ${epochMs(failedAt)} as failed_at_ms,
                ${epochMicrosText(failedAt)} as failed_at_us,
                ${epochMs(jobs.scheduledFor)} as scheduled_for_ms,
-               ${jobs.scheduleKey} as schedule_key, ${jobs.idempotencyKey} as idempotency_key
+               ${jobs.scheduleKey} as schedule_key, ${jobs.idempotencyKey} as idempotency_key, ${jobs.retryPolicy}::text as retry_policy
         from ${jobs}
         where ${jobs.status} = 'failed'
           ${filter.jobName === undefined ? sql`` : sql`and ${jobs.jobName} = ${filter.jobName}`}
@@ -352,21 +360,142 @@ export async function jobSummary(executor: Executor, id: number): Promise<{ job_
 
 /**
  * Inserts a copy of failed job `id` as a new queued job (same name, queue,
- * payload, priority and slot) under `idempotencyKey`, through the one job
- * insert; the payload never leaves the database. `maxAttempts` null keeps
- * the failed row's budget. Returns the new id, or undefined when the key
- * already exists or the job is no longer failed.
+ * payload, priority, slot and retry policy given at enqueue) under
+ * `idempotencyKey`, through the one job insert; the payload never leaves the
+ * database. `maxAttempts` null keeps the failed row's budget, and so does a
+ * row that had its own retry policy. Returns the new id, or undefined when
+ * the key already exists or the job is no longer failed.
  */
 export async function copyFailedJob(executor: Executor, id: number, idempotencyKey: string, maxAttempts: number | null): Promise<number | undefined> {
   const [row] = await query<{ id: number }>(
     executor,
     sql`with ${jobInsertCtes(sql`
-          select ${jobs.jobName}, ${jobs.queue}, ${jobs.payload}, ${jobs.priority}, now(), coalesce(${maxAttempts}::int, ${jobs.maxAttempts}),
-                 ${idempotencyKey}::text, ${jobs.scheduleKey}, ${jobs.scheduledFor}
+          select ${jobs.jobName}, ${jobs.queue}, ${jobs.payload}, ${jobs.priority}, now(),
+                 case when ${jobs.retryPolicy} is null then coalesce(${maxAttempts}::int, ${jobs.maxAttempts}) else ${jobs.maxAttempts} end,
+                 ${idempotencyKey}::text, ${jobs.scheduleKey}, ${jobs.scheduledFor}, ${jobs.retryPolicy}
           from ${jobs} where ${jobs.id} = ${id} and ${jobs.status} = 'failed'`)}
         select inserted.id::float8 as id from inserted cross join notified`,
   );
   return row?.id;
+}
+
+// ---------------------------------------------------------------- operators' actions
+
+/**
+ * Cancels job `id` if it is queued (waiting for its first run or for a
+ * retry): terminal `cancelled`, finished now. A running job is not touched
+ * (its worker would overwrite the status), nor a finished one. Returns the
+ * status the job had, and whether this statement cancelled it; undefined
+ * when there is no such job.
+ */
+export async function cancelQueuedJob(
+  executor: Executor,
+  id: number,
+): Promise<{ job_name: string; status: string; attempts: number; max_attempts: number; cancelled: boolean } | undefined> {
+  const [row] = await query<{ job_name: string; status: string; attempts: number; max_attempts: number; cancelled: boolean }>(
+    executor,
+    sql`with cancelled as (
+          update ${jobs} set ${name(jobs.status)} = 'cancelled', ${name(jobs.finishedAt)} = now()
+          where ${jobs.id} = ${id} and ${jobs.status} = 'queued'
+          returning ${jobs.id} as id
+        )
+        select ${jobs.jobName} as job_name, ${jobs.status} as status, ${jobs.attempts} as attempts, ${jobs.maxAttempts} as max_attempts,
+               exists (select 1 from cancelled) as cancelled
+        from ${jobs} where ${jobs.id} = ${id}`,
+  );
+  return row;
+}
+
+// ---------------------------------------------------------------- what operators see
+
+/** One run of a schedule entry: a job row, without payload; the error only where the run failed or waits for a retry. */
+export interface EntryRunRow {
+  schedule_key: string;
+  id: number;
+  status: string;
+  outcome: string | null;
+  attempts: number;
+  max_attempts: number;
+  scheduled_for_ms: number;
+  run_at_ms: number;
+  started_at_ms: number | null;
+  finished_at_ms: number | null;
+  last_error: string | null;
+}
+
+/**
+ * The `limit` most recent runs of each schedule key, newest slot first (an
+ * operator's retry of a slot, sharing it, comes before the original). One
+ * index range scan per key through jobs_schedule_runs_idx, read backwards,
+ * so the cost is keys x limit rows whatever the table holds.
+ */
+export async function entryRuns(executor: Executor, keys: readonly string[], limit: number): Promise<EntryRunRow[]> {
+  if (keys.length === 0) return [];
+  return query<EntryRunRow>(
+    executor,
+    sql`select k.key as schedule_key, r.* from unnest(${array(keys, "text")}) as k(key)
+        cross join lateral (
+          select ${jobs.id}::float8 as id, ${jobs.status} as status, ${jobs.outcome} as outcome, ${jobs.attempts} as attempts,
+                 ${jobs.maxAttempts} as max_attempts, ${epochMs(jobs.scheduledFor)} as scheduled_for_ms, ${epochMs(jobs.runAt)} as run_at_ms,
+                 ${epochMs(jobs.startedAt)} as started_at_ms, ${epochMs(jobs.finishedAt)} as finished_at_ms,
+                 case when ${jobs.status} = 'failed' or (${jobs.status} = 'queued' and ${jobs.attempts} > 0) then ${jobs.lastError} end as last_error
+          from ${jobs}
+          where ${jobs.scheduleKey} = k.key
+          order by ${jobs.scheduledFor} desc, ${jobs.id} desc
+          limit ${limit}
+        ) r`,
+  );
+}
+
+export interface RetryingJobRow {
+  id: number;
+  job_name: string;
+  queue: string;
+  attempts: number;
+  max_attempts: number;
+  run_at_ms: number;
+  scheduled_for_ms: number | null;
+  last_error: string | null;
+  retry_policy: string | null;
+}
+
+/** Jobs waiting for their next attempt after a failed one, soonest first, at most `limit` (served by jobs_retrying_idx). */
+export async function retryingJobs(executor: Executor, limit: number): Promise<RetryingJobRow[]> {
+  return query<RetryingJobRow>(
+    executor,
+    sql`select ${jobs.id}::float8 as id, ${jobs.jobName} as job_name, ${jobs.queue} as queue, ${jobs.attempts} as attempts,
+               ${jobs.maxAttempts} as max_attempts, ${epochMs(jobs.runAt)} as run_at_ms, ${epochMs(jobs.scheduledFor)} as scheduled_for_ms,
+               ${jobs.lastError} as last_error, ${jobs.retryPolicy}::text as retry_policy
+        from ${jobs}
+        where ${jobs.status} = 'queued' and ${jobs.attempts} > 0
+        order by ${jobs.runAt}, ${jobs.id}
+        limit ${limit}`,
+  );
+}
+
+/**
+ * Per queue, how many jobs are ready (queued, due) and when the oldest of
+ * them became due, judged at the database clock. Each queue's ready rows are
+ * read from jobs_ready_idx, and at most `cap` of them are counted, so a huge
+ * backlog costs a bounded scan (the count then reads `cap`).
+ */
+export async function readyJobStats(
+  executor: Executor,
+  queues: readonly string[],
+  cap: number,
+): Promise<{ queue: string; ready: number; oldest_ms: number | null; now_ms: number }[]> {
+  return query(
+    executor,
+    sql`select q.name as queue, r.ready, r.oldest_ms, ${epochMs(sql`now()`)} as now_ms
+        from unnest(${array(queues, "text")}) as q(name)
+        cross join lateral (
+          select count(*)::int as ready, ${epochMs(sql`min(run_at)`)} as oldest_ms from (
+            select ${jobs.runAt} as run_at from ${jobs}
+            where ${jobs.queue} = q.name and ${jobs.status} = 'queued' and ${jobs.runAt} <= now()
+            limit ${cap}
+          ) as due
+        ) r`,
+  );
 }
 
 // ---------------------------------------------------------------- counts

@@ -132,7 +132,7 @@ export async function runPass(executor: Executor, input: PassInput): Promise<Pas
       where ${s.key} = d.key and ${ledgerMs} = d.old_ms
       returning ${s.key} as key
     ), ${jobInsertCtes(sql`
-      select e.job_name, e.queue, e.payload::jsonb, e.priority, clock.now, e.max_attempts, d.idempotency_key, e.key, d.slot_at::timestamptz
+      select e.job_name, e.queue, e.payload::jsonb, e.priority, clock.now, e.max_attempts, d.idempotency_key, e.key, d.slot_at::timestamptz, null::jsonb
       from claimed cl join due d on d.key = cl.key join entry e on e.key = cl.key cross join clock
       where not d.stale`)}
     select clock.now_ms, e.key, e.old_ms, d.slot_ms, d.stale, cl.key is not null as claimed, cr.ms as created_ms,
@@ -151,13 +151,16 @@ export interface LedgerRow {
   key: string;
   slot_ms: number;
   created_ms: number;
+  /** False while the row holds the value it was created with: no slot was handled (claimed, skipped or repaired) since. */
+  handled: boolean;
 }
 
 /** The ledger rows of a namespace: what the status shows. */
 export async function ledgerRows(executor: Executor, namespace: string): Promise<LedgerRow[]> {
   return query<LedgerRow>(
     executor,
-    sql`select ${scheduleState.key} as key, ${epochMs(scheduleState.lastEnqueuedSlot)} as slot_ms, ${epochMs(scheduleState.createdAt)} as created_ms
+    sql`select ${scheduleState.key} as key, ${epochMs(scheduleState.lastEnqueuedSlot)} as slot_ms, ${epochMs(scheduleState.createdAt)} as created_ms,
+               ${scheduleState.updatedAt} <> ${scheduleState.createdAt} as handled
         from ${scheduleState} where ${scheduleState.namespace} = ${namespace}`,
   );
 }

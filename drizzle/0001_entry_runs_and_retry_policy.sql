@@ -1,0 +1,3 @@
+ALTER TABLE "cronledger"."jobs" ADD COLUMN "retry_policy" jsonb;--> statement-breakpoint
+CREATE INDEX "jobs_retrying_idx" ON "cronledger"."jobs" USING btree ("run_at","id") WHERE "cronledger"."jobs"."status" = 'queued' and "cronledger"."jobs"."attempts" > 0;--> statement-breakpoint
+CREATE INDEX "jobs_schedule_runs_idx" ON "cronledger"."jobs" USING btree ("schedule_key","scheduled_for","id") WHERE "cronledger"."jobs"."schedule_key" is not null;
