@@ -124,7 +124,8 @@ export class JobQueue implements Enqueuer, AttemptServices {
       this.logger.warn("reaped jobs whose worker stopped heartbeating", { requeued: report.requeued, failed: report.failed, leaseMs: this.leaseMs });
       this.events.jobsReaped(report);
     }
-    return report;
+    // The per-job split is for the metrics' listener; callers get the counts.
+    return { requeued: report.requeued, failed: report.failed };
   }
 
   /** Deletes finished jobs older than their retention, in bounded batches. */

@@ -10,13 +10,14 @@ export interface ReapOptions {
   readonly now?: Date;
 }
 
-export type ReapReport = ReapCounts;
+/** What `reap()` did: jobs returned to the queue, and jobs failed because their lost attempt was their last. */
+export type ReapReport = Pick<ReapCounts, "requeued" | "failed">;
 
 /**
  * Takes back running jobs whose heartbeat is older than the lease: requeued
  * while they have attempts left (the lost attempt counts), failed otherwise
  * (see reapStaleJobs in src/db/sql/jobs.ts).
  */
-export async function reapStaleJobs(executor: Executor, options: ReapOptions): Promise<ReapReport> {
+export async function reapStaleJobs(executor: Executor, options: ReapOptions): Promise<ReapCounts> {
   return reapStatement(executor, options.leaseMs, options.now);
 }
