@@ -189,8 +189,19 @@ export class TickError extends CronledgerError {
 
 // ---------------------------------------------------------------- jobs and payloads
 
-/** A job name that this process has no definition for. */
+/**
+ * A stored job that can never run: no worker has its name. Workers claim
+ * only the names they have registered, so a job a rolling deploy's new code
+ * enqueued waits for a worker that knows it; the prune chore fails it with
+ * this error only once it has been ready, unclaimable, for longer than
+ * `chores.failUnregisteredAfter` (src/db/sql/workers.ts).
+ */
 export class JobNotRegisteredError extends CronledgerError {
+  /** PostgreSQL `format()` template of what the prune chore stores: job name, queue, how long it waited. */
+  static readonly UNCLAIMED_FORMAT =
+    'JobNotRegisteredError [job_not_registered]: no running worker that serves queue "%2$s" has registered job "%1$s" for %3$s; ' +
+    "failed as a job that can never run. Deploy a worker that has it (createCronledger({ jobs })) and retry this ticket.";
+
   readonly jobName: string;
 
   constructor(jobName: string) {

@@ -36,6 +36,21 @@ async function databaseNowMs(ledger: Cronledger): Promise<number> {
   return row?.ms ?? Date.now();
 }
 
+/** Workers in the registry that heartbeated within their lease. */
+async function registeredWorkers(ledger: Cronledger): Promise<number> {
+  const [row] = await rows<{ n: number }>(ledger, sql`select count(*)::int as n from cronledger.workers where heartbeat_at >= now() - lease_ms * interval '1 millisecond'`);
+  return row?.n ?? 0;
+}
+
+/** Polls a condition; a deadline turns a hang into a failure. */
+async function until(check: () => Promise<boolean>, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error("timed out");
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
 /** A job that records every attempt and behaves as `behave` says. */
 function recordingJob(name: string, options: { retry?: RetryClass; behave: (ctx: JobContext) => unknown; timeout?: number }) {
   const attempts: JobContext[] = [];
@@ -167,20 +182,45 @@ describe.each(BACKENDS)("worker on %s", (backend) => {
     expect(skipping.attempts.length + noopping.attempts.length).toBe(2);
   });
 
-  it("fails a job this worker does not know terminally, naming it and JobNotRegisteredError", async () => {
+  it("leaves a job it does not know queued, shown as waiting for a worker that knows it, which then runs it", async () => {
     const ghost = defineJob({ name: "reports.ghost", run: () => {} });
     const known = recordingJob("reports.known", { behave: () => undefined });
     const producer = await open([ghost, known.job]);
     const { id } = await producer.enqueue(ghost);
     await producer.enqueue(known.job);
     const worker = await open([known.job]);
-    const summary = await worker.work({ once: true });
-    expect(summary).toMatchObject({ claimed: 2, failed: 1, succeeded: 1 });
+    expect(await worker.work({ once: true })).toMatchObject({ claimed: 1, failed: 0, succeeded: 1 });
+    expect(await jobState(worker, id)).toMatchObject({ status: "queued", attempts: 0, last_error: null });
+
+    // While a worker that does not know it runs, the job is counted as waiting for one that does.
+    const running = worker.work({ pollInterval: "50ms" });
+    await until(async () => (await registeredWorkers(worker)) === 1);
+    const waiting = await worker.waitingForWorker();
+    expect(waiting.map((row) => [row.jobName, row.count])).toEqual([["reports.ghost", 1]]);
+    expect((await worker.status()).waitingForWorker.map((row) => row.jobName)).toEqual(["reports.ghost"]);
+    await worker.stop();
+    await running;
+    expect(await registeredWorkers(worker)).toBe(0);
+
+    expect(await producer.work({ once: true })).toMatchObject({ claimed: 1, succeeded: 1 });
+    expect(await jobState(producer, id)).toMatchObject({ status: "succeeded", attempts: 1 });
+    expect(await producer.waitingForWorker()).toEqual([]);
+  });
+
+  it("fails with JobNotRegisteredError only a job that no live worker has known for longer than chores.failUnregisteredAfter", async () => {
+    const ghost = defineJob({ name: "reports.gone", run: () => {} });
+    const producer = await open([ghost]);
+    const { id } = await producer.enqueue(ghost);
+    const worker = await open([], { chores: { failUnregisteredAfter: "1h" } });
+    const now = await databaseNowMs(worker);
+    expect(await worker.prune({ now: new Date(now + 59 * 60_000) })).toMatchObject({ failedUnregistered: 0 });
+    expect(await jobState(worker, id)).toMatchObject({ status: "queued" });
+    expect(await worker.prune({ now: new Date(now + 61 * 60_000) })).toMatchObject({ failedUnregistered: 1 });
     const row = await jobState(worker, id);
-    expect(row.status).toBe("failed");
-    expect(row.attempts).toBe(1);
+    expect(row).toMatchObject({ status: "failed", attempts: 0 });
     expect(row.last_error).toContain("JobNotRegisteredError");
-    expect(row.last_error).toContain('"reports.ghost"');
+    expect(row.last_error).toContain('"reports.gone"');
+    expect(row.last_error).toContain("1 h");
   });
 
   it("fails a stored payload that no longer parses terminally with a clear message, and passes parsed payloads", async () => {

@@ -40,7 +40,7 @@ function entriesSection(status: AdminStatus): string {
   <td>${escapeHtml(entry.timezone)}</td>
   <td>${instant(entry.last_enqueued_slot, status.database_now)}</td>
   <td>${instant(entry.next_run_at, status.database_now)}</td>
-  <td>${entry.problems.length > 0 ? `<span class="badge error">broken</span>` : `<span class="badge ok">ok</span>`}</td>
+  <td>${entry.quarantine !== null ? `<span class="badge error" title="${escapeHtml(`until ${entry.quarantine.until}, ${entry.quarantine.count} failure(s)`)}">quarantined</span>` : entry.problems.length > 0 ? `<span class="badge error">broken</span>` : `<span class="badge ok">ok</span>`}</td>
 </tr>`,
     )
     .join("\n");
@@ -59,6 +59,18 @@ function brokenSection(status: AdminStatus): string {
 </div>`,
     )
     .join("\n");
+}
+
+function waitingSection(status: AdminStatus): string {
+  if (status.waiting_for_worker.length === 0) return "";
+  const rows = status.waiting_for_worker
+    .map((row) => `<tr><td>${escapeHtml(row.job)}</td><td class="num">${escapeHtml(row.count)}</td><td>${instant(row.oldest_since, status.database_now)}</td></tr>`)
+    .join("\n");
+  return `<h2 id="waiting">Waiting for a worker</h2>
+<p class="muted">Ready jobs that no running worker can run: none that serves their queue has registered their name (a rolling deploy's new jobs, until its workers are up).</p>
+<table id="waiting-for-worker"><thead><tr><th>Job</th><th class="num">Jobs</th><th>Oldest ready since</th></tr></thead><tbody>
+${rows}
+</tbody></table>`;
 }
 
 function queuesSection(status: AdminStatus): string {
@@ -126,6 +138,7 @@ ${entriesSection(status)}
 ${brokenSection(status)}
 <h2>Queues</h2>
 ${queuesSection(status)}
+${waitingSection(status)}
 <h2 id="failures">Recent failures</h2>
 ${failuresSection(failures, status.database_now)}
 </body>

@@ -1,4 +1,6 @@
+import type { LedgerRow } from "../db/sql/ledger.js";
 import type { ScheduleProblem } from "../errors.js";
+import { redact } from "../redact.js";
 import type { JobQueue } from "../jobs/queue.js";
 import type { Scheduler } from "../schedule/scheduler.js";
 import type { ResolvedEntry } from "../schedule/validate.js";
@@ -21,6 +23,26 @@ export interface EntryProblem {
   readonly at: Date | null;
 }
 
+/** An entry's quarantine as its ledger row holds it: every replica defers the entry to `until`, and a successful claim clears it. */
+export interface EntryQuarantine {
+  /** No pass claims the entry before this instant. */
+  readonly until: Date;
+  /** The last failure, redacted and bounded. */
+  readonly reason: string;
+  /** Failures since the entry last fired. */
+  readonly count: number;
+  /** When this run of failures began. */
+  readonly since: Date | null;
+}
+
+/** Ready jobs of one name that no live worker can run: none serving their queue has registered their name. */
+export interface WaitingForWorkerStatus {
+  readonly jobName: string;
+  readonly count: number;
+  /** When the oldest of them became ready. */
+  readonly oldestSince: Date;
+}
+
 export interface EntryStatus {
   readonly identity: string;
   readonly key: string;
@@ -31,6 +53,8 @@ export interface EntryStatus {
   readonly nextRunAt: Date | null;
   /** One of cronledger's own chores (`cronledger.reap`, `cronledger.prune`), not an entry of the app's schedule. */
   readonly chore: boolean;
+  /** Null unless the entry's ledger row is quarantined (its statement failed; shown by every replica's admin). */
+  readonly quarantine: EntryQuarantine | null;
   readonly problems: readonly EntryProblem[];
 }
 
@@ -53,6 +77,11 @@ export interface SchedulerStatus {
   readonly queues: Readonly<Record<string, Readonly<Record<string, number>>>>;
   /** Job counts by status over all queues; every status is present. */
   readonly totals: Readonly<Record<JobStatus, number>>;
+  /**
+   * Ready jobs waiting for a worker that knows them, by job name: a rolling
+   * deploy's new jobs until its workers are up, or jobs no deployed code has.
+   */
+  readonly waitingForWorker: readonly WaitingForWorkerStatus[];
 }
 
 export interface StatusSources {
@@ -65,7 +94,7 @@ export interface StatusSources {
 
 export async function buildStatus(sources: StatusSources): Promise<SchedulerStatus> {
   const { scheduler } = sources;
-  const [ledger, queues] = await Promise.all([scheduler.ledger(), sources.queue.counts()]);
+  const [ledger, queues, waiting] = await Promise.all([scheduler.ledger(), sources.queue.counts(), sources.queue.waitingForWorker()]);
   // Per identity: load-time warnings, then what recent ticks saw.
   const loadProblems = new Map<string, EntryProblem[]>();
   const tickProblems = new Map<string, EntryProblem[]>();
@@ -88,7 +117,9 @@ export async function buildStatus(sources: StatusSources): Promise<SchedulerStat
   }
 
   const view = (entry: ResolvedEntry, chore: boolean): EntryStatus => {
-    const slotMs = ledger.rows.get(entry.ledgerKey)?.slot_ms;
+    const row = ledger.rows.get(entry.ledgerKey);
+    const slotMs = row?.slot_ms;
+    const quarantine = quarantineOf(row);
     const next = entry.calendar.nextMs(Math.max(slotMs ?? 0, ledger.nowMs));
     const loaded = loadProblems.get(entry.identity) ?? [];
     const noNextRun =
@@ -104,7 +135,8 @@ export async function buildStatus(sources: StatusSources): Promise<SchedulerStat
       lastEnqueuedSlot: slotMs === undefined ? null : new Date(slotMs),
       nextRunAt: next === null ? null : new Date(next),
       chore,
-      problems: [...loaded, ...noNextRun, ...(tickProblems.get(entry.identity) ?? [])],
+      quarantine,
+      problems: [...loaded, ...noNextRun, ...(quarantine === null ? [] : [quarantineProblem(quarantine)]), ...(tickProblems.get(entry.identity) ?? [])],
     };
   };
   const entries = listed.map(({ entry, chore }) => view(entry, chore));
@@ -119,6 +151,28 @@ export async function buildStatus(sources: StatusSources): Promise<SchedulerStat
     ],
     queues,
     totals: totalsOf(queues),
+    waitingForWorker: waiting.map((row) => ({ jobName: row.jobName, count: row.count, oldestSince: row.oldestSince })),
+  };
+}
+
+function quarantineOf(row: LedgerRow | undefined): EntryQuarantine | null {
+  if (row === undefined || row.quarantined_until_ms === null) return null;
+  return {
+    until: new Date(row.quarantined_until_ms),
+    reason: redact(row.quarantine_reason ?? "(no reason recorded)"),
+    count: row.quarantine_count,
+    since: row.quarantined_since_ms === null ? null : new Date(row.quarantined_since_ms),
+  };
+}
+
+/** A quarantined entry is broken, in every replica's status: the problem carries the ledger's reason. */
+function quarantineProblem(quarantine: EntryQuarantine): EntryProblem {
+  const times = quarantine.count === 1 ? "once" : `${quarantine.count} times`;
+  return {
+    code: "quarantined",
+    severity: "error",
+    message: `failed ${times}; deferred until ${quarantine.until.toISOString()}: ${quarantine.reason}`,
+    at: quarantine.since,
   };
 }
 
