@@ -5,6 +5,7 @@ import { fileURLToPath } from "node:url";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createCronledger } from "../src/cronledger.js";
+import { availableMigrations } from "../src/db/migrate.js";
 import { defineJob } from "../src/jobs/define-job.js";
 import { silentLogger } from "../src/log.js";
 import { envWithout, runCli, watch, CLI } from "./support/child.js";
@@ -157,7 +158,7 @@ describe("cronledger on the embedded database", () => {
     try {
       const migrated = await runCli(["migrate", "--config", GOOD_JS], { cwd: directory, env });
       expect(migrated.stderr).toContain(`using embedded PGlite at ${join(directory, ".cronledger")}`);
-      expect(migrated.stdout).toMatch(/^Applied 1 migration to embedded PGlite/);
+      expect(migrated.stdout).toMatch(new RegExp(`^Applied ${availableMigrations()} migrations to embedded PGlite`));
       expect(migrated.code).toBe(0);
 
       const ticked = await runCli(["tick", "--once", "--config", GOOD_JS, "--json"], { cwd: directory, env });
@@ -197,7 +198,7 @@ describe("cronledger against PostgreSQL", () => {
 
     const first = await runCli(["migrate"], { env });
     expect(first.code).toBe(0);
-    expect(first.stdout).toMatch(/^Applied 1 migration to PostgreSQL postgres:\/\//);
+    expect(first.stdout).toMatch(new RegExp(`^Applied ${availableMigrations()} migrations to PostgreSQL postgres://`));
     expect(first.stdout + first.stderr).not.toContain("secret");
     const second = await runCli(["migrate"], { env });
     expect(second.stdout).toMatch(/^Database is up to date/);
