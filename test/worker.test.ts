@@ -487,6 +487,8 @@ describe("worker on postgres, in real time", () => {
     // Long enough that a loaded CI machine's event-loop stalls cannot pass for a dead worker.
     const lease = 1_500;
     const ledger = await store.open({ jobs: [long], chores: false, lease });
+    // The reaper of another process: the worker's own reap would heartbeat its jobs first.
+    const reaper = await store.open({ jobs: [long], chores: false, lease });
     const { id } = await ledger.enqueue(long);
     const working = ledger.work({ once: true });
     await running;
@@ -494,7 +496,7 @@ describe("worker on postgres, in real time", () => {
     const reaped: number[] = [];
     const deadline = performance.now() + 3 * lease;
     while (performance.now() < deadline) {
-      const report = await ledger.reap();
+      const report = await reaper.reap();
       reaped.push(report.requeued + report.failed);
       await new Promise((resolve) => setTimeout(resolve, lease / 6));
     }
@@ -502,5 +504,50 @@ describe("worker on postgres, in real time", () => {
     expect(await working).toMatchObject({ succeeded: 1, failed: 0 });
     expect(reaped.every((n) => n === 0)).toBe(true);
     expect(await jobState(ledger, id)).toMatchObject({ status: "succeeded", attempts: 1 });
+  });
+
+  it("never reaps its own running job, even when its heartbeat timers were held up; another process's reaper would", async () => {
+    store = await createTestStore("postgres", "worker_own_reap");
+    let finish!: () => void;
+    const release = new Promise<void>((resolve) => (finish = resolve));
+    let started!: () => void;
+    const running = new Promise<void>((resolve) => (started = resolve));
+    const long = defineJob({ name: "long.own", run: async () => (started(), await release) });
+    const lease = 1_000;
+    const ledger = await store.open({ jobs: [long], chores: false, lease });
+    const other = await store.open({ jobs: [long], chores: false, lease });
+    const { id } = await ledger.enqueue(long);
+    const working = ledger.work({ once: true });
+    await running;
+    // As if this process's timers had not fired for ten seconds (a stalled pool, a blocked event loop).
+    const stall = () => rows(ledger, sql`update cronledger.jobs set heartbeat_at = now() - interval '10 seconds' where id = ${id}`);
+    await stall();
+    expect(await ledger.reap()).toEqual({ requeued: 0, failed: 0 });
+    await stall();
+    expect(await other.reap()).toEqual({ requeued: 1, failed: 0 });
+    finish();
+    await working;
+  });
+
+  it("runs a chore while every slot is busy, outside the slots", async () => {
+    store = await createTestStore("postgres", "worker_chore_slots");
+    let finish!: () => void;
+    const release = new Promise<void>((resolve) => (finish = resolve));
+    let started!: () => void;
+    const running = new Promise<void>((resolve) => (started = resolve));
+    const long = defineJob({ name: "long.slot", run: async () => (started(), await release) });
+    const ledger = await store.open({ jobs: [long], chores: true });
+    await ledger.enqueue(long);
+    const working = ledger.work({ concurrency: 1, pollInterval: "10m" });
+    await running;
+    // The reap slot fires while the one slot is taken; the chore queue's notification brings it in beside the long job.
+    const now = await databaseNowMs(ledger);
+    await ledger.tick({ now: new Date(now - 60_000) });
+    expect((await ledger.tick({ now: new Date(now - 44_000) })).enqueued.map((outcome) => outcome.jobName)).toContain(REAP_JOB);
+    await until(async () => (await rows(ledger, sql`select 1 from cronledger.jobs where job_name = ${REAP_JOB} and status = 'succeeded'`)).length === 1);
+    expect(await rows(ledger, sql`select status from cronledger.jobs where job_name = 'long.slot'`)).toEqual([{ status: "running" }]);
+    finish();
+    await ledger.stop();
+    expect(await working).toMatchObject({ succeeded: 2 });
   });
 });
