@@ -7,7 +7,7 @@ import { TickError } from "../src/errors.js";
 import { defineJob } from "../src/jobs/define-job.js";
 import type { Logger } from "../src/log.js";
 import { silentLogger } from "../src/log.js";
-import { LOCKED_RETRY_MS } from "../src/schedule/tick.js";
+import { LOCKED_RETRY_MS } from "../src/schedule/deferrals.js";
 import { useTestDatabase } from "./support/database.js";
 
 const job = defineJob({ name: "contention.probe", run: () => {} });
