@@ -1,7 +1,8 @@
 // The public face of cronledger: everything an application imports.
 export { createCronledger, Cronledger } from "./cronledger.js";
 export type { CronledgerOptions, StartOptions, WorkOptions, ChoreOptions, ChoresSetting } from "./options.js";
-export type { BrokenEntry, EntryProblem, EntryStatus, SchedulerStatus } from "./status/model.js";
+export type { BrokenEntry, EntryProblem, EntryQuarantine, EntryStatus, SchedulerStatus, WaitingForWorkerStatus } from "./status/model.js";
+export type { WaitingForWorker } from "./jobs/queue.js";
 export { defineConfig } from "./config.js";
 export type { CronledgerConfig } from "./config.js";
 export type { DatabaseSetting } from "./db/connection.js";
@@ -30,10 +31,10 @@ export type { AdminHandler, AdminHandlerOptions } from "./admin/handler.js";
 export { startAdminServer } from "./admin/server.js";
 export type { AdminServer, AdminServerOptions } from "./admin/server.js";
 export { adminStatus, statusView } from "./admin/status.js";
-export type { AdminLedger, AdminStatus, BrokenEntryView, EntryProblemView, EntryView } from "./admin/status.js";
+export type { AdminLedger, AdminStatus, BrokenEntryView, EntryProblemView, EntryView, WaitingForWorkerView } from "./admin/status.js";
 export { renderSchedulePage } from "./admin/page.js";
 export { createMetrics, OTHER_JOB_TYPE } from "./admin/metrics.js";
-export type { CronledgerMetrics, MetricsOptions } from "./admin/metrics.js";
+export type { CronledgerMetrics, MetricsOptions, WaitingJobsSample } from "./admin/metrics.js";
 export type { RecentEntryProblem } from "./status/problems.js";
 export { MAX_REDACTED_LENGTH, redact, redactError, redactFields } from "./redact.js";
 export type { Duration } from "./duration.js";
