@@ -87,6 +87,8 @@ export interface BatcherHost {
   write(rows: readonly CompletionRow[]): Promise<void>;
   /** Called after each successful flush that emptied the batch (the worker may claim again). */
   flushed(): void;
+  /** Reports a failed write; false when it is already logged elsewhere (a lost database, logged once per outage). */
+  failed?(error: unknown): boolean;
   readonly logger: Logger;
 }
 
@@ -141,7 +143,7 @@ export class CompletionBatcher {
     } catch (error) {
       this.pending = batch.concat(this.pending);
       const retryInMs = this.backoff.next();
-      this.host.logger.warn("recording finished jobs failed; retrying", { jobs: batch.length, retryInMs, error: redactError(error) });
+      if (this.host.failed?.(error) ?? true) this.host.logger.warn("recording finished jobs failed; retrying", { jobs: batch.length, retryInMs, error: redactError(error) });
     }
   }
 

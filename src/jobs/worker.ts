@@ -126,6 +126,7 @@ export class Worker {
     this.batcher = new CompletionBatcher({
       write: (rows) => this.queue.complete(this.id, rows, this.settings.clock?.()),
       flushed: () => this.pump(),
+      failed: (error) => this.queue.health.failed(error),
       logger: this.log,
     });
     this.heartbeats = new Heartbeats(
