@@ -51,7 +51,7 @@ export class Cronledger {
   readonly queue: JobQueue;
   /** Whether the database is reachable, as this process's ticks, claims and heartbeats find out; an outage is logged once. */
   readonly health: DatabaseHealth;
-  /** Entries that recent ticks quarantined or repaired: the status lists them as broken. */
+  /** Entries whose ledger value recent ticks of this process repaired: the status warns about them (quarantines come from the ledger). */
   readonly entryProblems = new EntryProblemTracker();
   private readonly options: ResolvedCronledgerOptions;
   private readonly ownsDatabase: boolean;
