@@ -20,6 +20,10 @@ export type TickBenchRow = {
   "all-due pass ms": number;
   "all-due statements": number;
   "jobs enqueued": number;
+  /** The prune chore's ledger statement (grace check against the running schedules' reports), every row kept. */
+  "ledger prune ms": number;
+  /** A process's first report of its schedule (its N keys); later reports only move a timestamp. */
+  "schedule report ms": number;
 };
 
 /**
@@ -37,7 +41,7 @@ export async function runTickBench(sizes: readonly number[] = [1_000, 10_000, 50
       const ledger = createCronledger({ database: { url, poolSize: 4 }, jobs: [job], schedule, logger: silentLogger });
       try {
         await ledger.migrate();
-        await query(ledger.database.db, sql`truncate cronledger.jobs, cronledger.schedule_state`);
+        await query(ledger.database.db, sql`truncate cronledger.jobs, cronledger.schedule_state, cronledger.schedule_versions`);
         await ledger.tick({ now: new Date(START + 1_000) });
         const idleTimes: number[] = [];
         let idleStatements = 0;
@@ -56,6 +60,15 @@ export async function runTickBench(sizes: readonly number[] = [1_000, 10_000, 50
         await cold.tick({ now: new Date(START + HOUR + 60_000) });
         const coldMs = performance.now() - coldStarted;
         await cold.close();
+        const reportStarted = performance.now();
+        await ledger.scheduler.reportSchedule();
+        const reportMs = performance.now() - reportStarted;
+        const pruneTimes: number[] = [];
+        for (let pass = 0; pass < 5; pass += 1) {
+          const pruneStarted = performance.now();
+          await ledger.pruneLedger();
+          pruneTimes.push(performance.now() - pruneStarted);
+        }
         results.push({
           entries: size,
           "idle pass ms": Number(median(idleTimes).toFixed(1)),
@@ -64,6 +77,8 @@ export async function runTickBench(sizes: readonly number[] = [1_000, 10_000, 50
           "all-due pass ms": Number(dueMs.toFixed(1)),
           "all-due statements": due.statements,
           "jobs enqueued": due.enqueued.length,
+          "ledger prune ms": Number(median(pruneTimes).toFixed(1)),
+          "schedule report ms": Number(reportMs.toFixed(1)),
         });
       } finally {
         await ledger.close();
@@ -77,5 +92,6 @@ export async function runTickBench(sizes: readonly number[] = [1_000, 10_000, 50
 }
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? "").href) {
-  await runTickBench();
+  const sizes = process.argv.slice(2).map(Number).filter((size) => size > 0);
+  await runTickBench(sizes.length > 0 ? sizes : undefined);
 }

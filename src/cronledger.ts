@@ -1,6 +1,7 @@
 import type { z } from "zod";
 import { createMetrics, type CronledgerMetrics } from "./admin/metrics.js";
 import { openDatabase, type Database, type DatabaseSetting } from "./db/connection.js";
+import { DatabaseHealth } from "./db/health.js";
 import { migrateDatabase } from "./db/migrate.js";
 import type { Executor } from "./db/executor.js";
 import { ensureSchema } from "./db/schema-check.js";
@@ -10,7 +11,7 @@ import type { JobDefinition } from "./jobs/define-job.js";
 import type { CancelledJob } from "./jobs/cancel.js";
 import type { EnqueuedJob, EnqueueManyOptions, EnqueueOptions, EnqueueRequest, JobReference } from "./jobs/enqueue.js";
 import type { FailureFilter, FailurePage } from "./jobs/failures.js";
-import { JobQueue } from "./jobs/queue.js";
+import { JobQueue, type WaitingForWorker } from "./jobs/queue.js";
 import type { ReapReport } from "./jobs/reaper.js";
 import { jobRegistry } from "./jobs/registry.js";
 import type { RetriedJob } from "./jobs/retry-failed.js";
@@ -19,7 +20,8 @@ import { Worker, type WorkSummary } from "./jobs/worker.js";
 import { consoleLogger, type Logger } from "./log.js";
 import { adaptLogger } from "./logger-adapter.js";
 import { resolveCronledgerOptions, resolveStartOptions, resolveWorkOptions, type CronledgerOptions, type ResolvedCronledgerOptions, type ResolvedWorkOptions, type StartOptions, type WorkOptions } from "./options.js";
-import { CHORE_QUEUE, choreSchedule } from "./runtime/chores.js";
+import { CHORE_QUEUE, choreSchedule, PRUNE_JOB, REAP_JOB } from "./runtime/chores.js";
+import { reportInterval, SchedulePresence } from "./runtime/presence.js";
 import { Supervisor } from "./runtime/supervisor.js";
 import { loadEntries, Scheduler } from "./schedule/scheduler.js";
 import type { TickOptions, TickReport } from "./schedule/tick.js";
@@ -53,14 +55,19 @@ export class Cronledger {
   readonly leaseMs: number;
   readonly scheduler: Scheduler;
   readonly queue: JobQueue;
-  /** Entries that recent ticks quarantined or repaired: the status lists them as broken. */
+  /** Whether the database is reachable, as this process's ticks, claims and heartbeats find out; an outage is logged once. */
+  readonly health: DatabaseHealth;
+  /** Entries whose ledger value recent ticks of this process repaired: the status warns about them (quarantines come from the ledger). */
   readonly entryProblems = new EntryProblemTracker();
   private readonly options: ResolvedCronledgerOptions;
   private readonly ownsDatabase: boolean;
   private supervisor: Supervisor | undefined;
   private readonly unobserve: (() => void) | undefined;
-  private readonly workers = new Set<Worker>();
   private schemaCheck: Promise<void> | undefined;
+  private presence: SchedulePresence | undefined;
+  private readonly workers = new Set<Worker>();
+  /** Every worker this process created (work() and start()'s), so the reaper can heartbeat them first. */
+  private readonly created = new Set<Worker>();
 
   constructor(options: CronledgerOptions = {}) {
     this.options = resolveCronledgerOptions(options);
@@ -71,21 +78,43 @@ export class Cronledger {
     const choreParts = choreSchedule(this, chores);
     this.jobs = jobRegistry(this.options.jobs, choreParts.jobs);
     // Validated before the database is opened: a broken schedule creates no pool and no embedded directory.
-    const schedule = loadEntries(this.options.schedule, choreParts.schedule, [...this.jobs.values()], { namespace, maxPayloadBytes: this.options.maxPayloadBytes, mode: this.options.invalidEntries });
+    const schedule = loadEntries(this.options.schedule, choreParts.schedule, [...this.jobs.values()], {
+      namespace,
+      maxPayloadBytes: this.options.maxPayloadBytes,
+      mode: this.options.invalidEntries,
+      catchUpWindowMs: this.options.catchUpWindowMs,
+    });
     this.entries = schedule.entries;
     this.warnings = schedule.warnings;
     const metricsOption = this.options.metrics;
-    this.metrics = metricsOption === false ? null : createMetrics({ jobNames: this.jobs.keys(), ...(metricsOption.registry ? { registry: metricsOption.registry } : {}) });
+    this.metrics =
+      metricsOption === false
+        ? null
+        : createMetrics({
+            jobNames: this.jobs.keys(),
+            ...(metricsOption.registry ? { registry: metricsOption.registry } : {}),
+            waitingForWorker: async () =>
+              (await this.queue.waitingForWorker()).map((row) => ({ jobName: row.jobName, count: row.count, waitedSeconds: row.waitedMs / 1000 })),
+          });
     const hooks = [...this.options.hooks, this.entryProblems.hooks, ...(this.metrics ? [this.metrics.hooks] : [])];
     this.events = combineHooks(hooks, (error) => this.logger.error("a cronledger hook threw", { error: String(error) }));
     const setting = this.options.database;
     this.ownsDatabase = !isDatabase(setting);
     this.database = isDatabase(setting) ? setting : openDatabase(setting);
     this.logger.info(`using ${this.database.label}`);
+    this.health = new DatabaseHealth(this.logger, this.database.label);
     const parts = { database: this.database, logger: this.logger, events: this.events };
-    this.scheduler = new Scheduler({ ...parts, namespace, schedule });
+    this.scheduler = new Scheduler({ ...parts, namespace, schedule, passTimeoutMs: this.options.passTimeoutMs });
     const byKey = new Map([...schedule.entries, ...schedule.choreEntries].map((entry) => [entry.ledgerKey, entry]));
-    this.queue = new JobQueue({ ...parts, jobs: this.jobs, leaseMs: this.leaseMs, retention: chores.retention, maxPayloadBytes: this.options.maxPayloadBytes, entryOf: (key) => byKey.get(key) });
+    this.queue = new JobQueue({
+      ...parts,
+      jobs: this.jobs,
+      leaseMs: this.leaseMs,
+      retention: chores.retention,
+      health: this.health,
+      maxPayloadBytes: this.options.maxPayloadBytes,
+      entryOf: (key) => byKey.get(key),
+    });
     this.unobserve = this.metrics?.observe({
       status: () => this.status(),
       readyJobs: (queues, cap) => this.queue.readyStats(queues, cap),
@@ -129,9 +158,14 @@ export class Cronledger {
     return this.scheduler.tick(options, this.options.chores.when === "always");
   }
 
-  /** Deletes ledger rows of this namespace that no current entry owns. */
-  async pruneLedger(): Promise<number> {
-    return this.scheduler.pruneLedger();
+  /**
+   * Deletes the ledger rows of this namespace that no process has evaluated
+   * for the grace (`chores.ledgerGrace`, default 7 days): rows no pass wrote
+   * and no running schedule reported within it. This process's own entries
+   * always stay.
+   */
+  async pruneLedger(options: { now?: Date } = {}): Promise<number> {
+    return this.scheduler.pruneLedger(this.options.chores.ledgerGraceMs, options.now);
   }
 
   /**
@@ -141,6 +175,11 @@ export class Cronledger {
    */
   async status(options: { now?: Date } = {}): Promise<SchedulerStatus> {
     return buildStatus({ scheduler: this.scheduler, queue: this.queue, problems: this.entryProblems, chores: this.options.chores.when !== "never", now: options.now });
+  }
+
+  /** Ready jobs no live worker knows (no worker serving their queue has registered their name), by job name. */
+  async waitingForWorker(): Promise<WaitingForWorker[]> {
+    return this.queue.waitingForWorker();
   }
 
   /** Terminal failures (the failure tickets), newest first, without payloads and with errors redacted. */
@@ -202,6 +241,7 @@ export class Cronledger {
     const supervisor = new Supervisor(
       {
         logger: this.logger,
+        health: this.health,
         tick: () => this.scheduler.tick({}, chores),
         createWorker: (settings) => this.createWorker({ ...settings, once: false }, chores),
         close: () => this.close(),
@@ -211,6 +251,9 @@ export class Cronledger {
     // Throws before anything runs when the first worker cannot be made; only a started supervisor is kept.
     supervisor.start();
     this.supervisor = supervisor;
+    // The schedule this process runs is reported while it runs, so no other version's prune chore deletes its rows.
+    this.presence = new SchedulePresence(() => this.scheduler.reportSchedule(), reportInterval(this.options.chores.ledgerGraceMs), this.logger);
+    this.presence.start();
   }
 
   /**
@@ -220,21 +263,36 @@ export class Cronledger {
    */
   async stop(): Promise<WorkSummary | undefined> {
     const supervisor = this.supervisor;
+    this.presence?.stop();
+    this.presence = undefined;
     const [summary] = await Promise.all([supervisor?.stop(), ...[...this.workers].map((worker) => worker.stop())]);
     if (this.supervisor === supervisor) this.supervisor = undefined;
     return summary;
   }
 
-  /** Returns running jobs whose heartbeat is older than the lease to the queue, or fails them when out of attempts. */
+  /**
+   * Returns running jobs whose heartbeat is older than the lease to the
+   * queue, or fails them when out of attempts. This process's own workers
+   * heartbeat first: whatever held up their timers (a stalled pool, a
+   * blocked event loop), this process never takes back its own live jobs.
+   */
   async reap(options: { now?: Date } = {}): Promise<ReapReport> {
+    for (const worker of this.created) if (worker.finished) this.created.delete(worker);
+    await Promise.all([...this.created].map((worker) => worker.beat()));
     return this.queue.reap(options.now);
   }
 
-  /** The prune chore: stale ledger rows, then finished jobs older than their retention (in bounded batches). */
-  async prune(options: { now?: Date } = {}): Promise<{ ledgerRows: number; jobRows: number }> {
-    const ledgerRows = await this.scheduler.pruneLedger();
+  /**
+   * The prune chore: ledger rows no process has evaluated for the grace,
+   * queued jobs no live worker has known for `chores.failUnregisteredAfter`
+   * (failed with JobNotRegisteredError) and the registry rows of dead
+   * workers, then finished jobs older than their retention (in bounded batches).
+   */
+  async prune(options: { now?: Date } = {}): Promise<{ ledgerRows: number; jobRows: number; failedUnregistered: number }> {
+    const ledgerRows = await this.scheduler.pruneLedger(this.options.chores.ledgerGraceMs, options.now);
+    const { failedUnregistered } = await this.queue.pruneRegistry(this.options.chores.failUnregisteredAfterMs, options.now);
     const jobRows = await this.queue.pruneFinished(options.now);
-    return { ledgerRows, jobRows };
+    return { ledgerRows, jobRows, failedUnregistered };
   }
 
   /**
@@ -245,9 +303,13 @@ export class Cronledger {
    * crashed jobs would stay running.
    */
   private createWorker(options: ResolvedWorkOptions, servesChores: boolean): Worker {
-    const known = this.knownQueues();
-    const queues = options.queues === undefined ? known : servesChores ? [...options.queues, CHORE_QUEUE] : options.queues;
-    return new Worker(this.queue, { ...options, queues: [...new Set(queues)], leaseMs: options.leaseMs ?? this.leaseMs });
+    const queues = [...new Set(options.queues === undefined ? this.knownQueues() : servesChores ? [...options.queues, CHORE_QUEUE] : options.queues)];
+    // A worker whose queues include the chores' runs them outside its slots (src/jobs/worker.ts).
+    const choreNames = [REAP_JOB, PRUNE_JOB].filter((name) => this.jobs.has(name));
+    const chores = choreNames.length > 0 && queues.includes(CHORE_QUEUE) ? { queue: CHORE_QUEUE, jobNames: choreNames } : undefined;
+    const worker = new Worker(this.queue, { ...options, queues, leaseMs: options.leaseMs ?? this.leaseMs, namespace: this.namespace, chores });
+    this.created.add(worker);
+    return worker;
   }
 
   /** "default" and every queue of the registered jobs (chores included) and schedule entries. */

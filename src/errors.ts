@@ -195,10 +195,11 @@ export class TickError extends CronledgerError {
   readonly phase: TickPhase;
   readonly entry: string | undefined;
 
-  constructor(phase: TickPhase, entry: string | undefined, cause: unknown, attempts: number) {
+  /** `reason`: what went wrong, when the cause's own message does not say it (a statement cancelled by the pass timeout). */
+  constructor(phase: TickPhase, entry: string | undefined, cause: unknown, attempts: number, reason?: string) {
     super(
       "tick_failed",
-      `Scheduler tick failed in phase "${phase}"${entry ? ` for entry ${entry}` : ""} after ${attempts} attempt${attempts === 1 ? "" : "s"}: ${rootMessage(cause)}. ` +
+      `Scheduler tick failed in phase "${phase}"${entry ? ` for entry ${entry}` : ""} after ${attempts} attempt${attempts === 1 ? "" : "s"}: ${reason ?? rootMessage(cause)}. ` +
         "Check database connectivity; the next pass retries and no slot is lost (see docs/operations.md, \"Scheduler stuck\").",
       { cause },
     );
@@ -209,8 +210,19 @@ export class TickError extends CronledgerError {
 
 // ---------------------------------------------------------------- jobs and payloads
 
-/** A job name that this process has no definition for. */
+/**
+ * A stored job that can never run: no worker has its name. Workers claim
+ * only the names they have registered, so a job a rolling deploy's new code
+ * enqueued waits for a worker that knows it; the prune chore fails it with
+ * this error only once it has been ready, unclaimable, for longer than
+ * `chores.failUnregisteredAfter` (src/db/sql/workers.ts).
+ */
 export class JobNotRegisteredError extends CronledgerError {
+  /** PostgreSQL `format()` template of what the prune chore stores: job name, queue, how long it waited. */
+  static readonly UNCLAIMED_FORMAT =
+    'JobNotRegisteredError [job_not_registered]: no running worker that serves queue "%2$s" has registered job "%1$s" for %3$s; ' +
+    "failed as a job that can never run. Deploy a worker that has it (createCronledger({ jobs })) and retry this ticket.";
+
   readonly jobName: string;
 
   /** `didYouMean`: the registered name closest to a misspelt one. */

@@ -3,7 +3,7 @@ import type { TickReport } from "./schedule/tick.js";
 /** How one attempt of a job ended; `panicked` is a terminal failure, `retry` a failure with another attempt scheduled. */
 export type AttemptStatus = "done" | "retry" | "skip" | "noop" | "panicked";
 
-export type SlotOutcomeLabel = "enqueued" | "lost_race" | "skipped_stale" | "quarantined" | "repaired";
+export type SlotOutcomeLabel = "enqueued" | "lost_race" | "skipped_stale" | "quarantined" | "locked" | "repaired";
 
 /**
  * Everything observable that cronledger does. Metrics, the demo's event

@@ -1,7 +1,8 @@
 // The public face of cronledger: everything an application imports.
 export { createCronledger, Cronledger } from "./cronledger.js";
 export type { CronledgerOptions, StartOptions, WorkOptions, ChoreOptions, ChoresSetting } from "./options.js";
-export type { BrokenEntry, EntryProblem, EntryRun, EntryState, EntryStatus, RunKind, SchedulerStatus } from "./status/model.js";
+export type { BrokenEntry, EntryProblem, EntryQuarantine, EntryRun, EntryState, EntryStatus, RunKind, SchedulerStatus, WaitingForWorkerStatus } from "./status/model.js";
+export type { WaitingForWorker } from "./jobs/queue.js";
 export { ENTRY_STATES, entryHealth, lateToleranceMs } from "./status/health.js";
 export type { EntryHealth, HealthInput } from "./status/health.js";
 export type { InvalidEntriesMode } from "./options.js";
@@ -39,11 +40,11 @@ export { toNodeListener } from "./admin/node-listener.js";
 export type { NodeListener, NodeListenerOptions } from "./admin/node-listener.js";
 export type { AdminServer, AdminServerOptions } from "./admin/server.js";
 export { adminStatus, statusView } from "./admin/status.js";
-export type { AdminLedger, AdminStatus, BrokenEntryView, EntryProblemView, EntryView, RunView } from "./admin/status.js";
+export type { AdminLedger, AdminStatus, BrokenEntryView, EntryProblemView, EntryView, RunView, WaitingForWorkerView } from "./admin/status.js";
 export { renderSchedulePage } from "./admin/page.js";
 export type { SchedulePageExtras } from "./admin/page.js";
 export { createMetrics, OTHER_JOB_TYPE } from "./admin/metrics.js";
-export type { CronledgerMetrics, MetricsOptions } from "./admin/metrics.js";
+export type { CronledgerMetrics, MetricsOptions, WaitingJobsSample } from "./admin/metrics.js";
 export type { RecentEntryProblem } from "./status/problems.js";
 export { MAX_REDACTED_LENGTH, redact, redactError, redactFields } from "./redact.js";
 export type { Duration } from "./duration.js";

@@ -33,6 +33,20 @@ export interface ChoreOptions {
   readonly pruneCron?: string;
   /** How long finished jobs are kept before the prune chore deletes them. */
   readonly retention?: RetentionOptions;
+  /**
+   * How long a ledger row may go without any process evaluating it (no pass
+   * wrote it, no running schedule has it) before the prune chore deletes it;
+   * default 7 days: longer than any rolling deploy, whose two versions must
+   * not prune each other's entries.
+   */
+  readonly ledgerGrace?: Duration;
+  /**
+   * A queued job whose name no live worker has registered is failed with
+   * JobNotRegisteredError once it has waited this long (a job that can
+   * never run); until then it waits for a worker that knows it. Default 7
+   * days; false: never.
+   */
+  readonly failUnregisteredAfter?: Duration | false;
 }
 
 /**
@@ -85,6 +99,14 @@ export interface CronledgerOptions {
    * catches the same problems before a deploy).
    */
   readonly invalidEntries?: InvalidEntriesMode;
+  /** The catch-up window of every schedule entry that sets none (an entry's own `catchUpWindow` wins); default 24 h, floored at 2 minutes. */
+  readonly catchUpWindow?: Duration;
+  /**
+   * How long one statement of a scheduler pass may run before the server is
+   * asked to cancel it; default 10 s. A pass that hits it fails as a
+   * transient TickError naming its phase, and the next pass tries again.
+   */
+  readonly passTimeout?: Duration;
   /** Defaults for `cronledger worker`; its --concurrency and --queues flags override them. The ledger itself ignores them. */
   readonly worker?: {
     readonly concurrency?: number;
@@ -151,6 +173,9 @@ export const DEFAULT_POLL_INTERVAL_MS = 1_000;
 export const DEFAULT_GRACE_PERIOD_MS = 25_000;
 export const DEFAULT_MAX_TICK_INTERVAL_MS = 30_000;
 export const DEFAULT_INVALID_ENTRIES: InvalidEntriesMode = "quarantine";
+export const DEFAULT_LEDGER_GRACE_MS = 7 * 86_400_000;
+export const DEFAULT_FAIL_UNREGISTERED_AFTER_MS = 7 * 86_400_000;
+export const DEFAULT_PASS_TIMEOUT_MS = 10_000;
 
 // ---------------------------------------------------------------- building blocks
 
@@ -182,6 +207,8 @@ const choresSchema = z.union([
     reapCron: z.string().min(1).optional(),
     pruneCron: z.string().min(1).optional(),
     retention: retentionSchema.optional(),
+    ledgerGrace: duration("chores.ledgerGrace").optional(),
+    failUnregisteredAfter: z.union([z.literal(false), duration("chores.failUnregisteredAfter")]).optional(),
   }),
 ]);
 
@@ -192,11 +219,12 @@ const databaseSetting = z.union(
       url: z.string(),
       poolSize: z.number().int().min(2, "must be at least 2: migrations hold one connection for their lock while another applies them").optional(),
       clientConnectionCheck: z.union([z.literal(false), z.number(), z.custom<Duration>((value) => typeof value === "string")]).optional(),
+      reconnectDelay: z.union([z.number(), z.custom<Duration>((value) => typeof value === "string")]).optional(),
     }),
     object<Database>("an open Database", (value) => "db" in value && "kind" in value),
     z.custom<PGlite>(isPglite),
   ],
-  { error: 'must be a URL ("postgres://...", "memory://", "pglite:<dir>"), { url, poolSize?, clientConnectionCheck? }, a PGlite instance or an open Database' },
+  { error: 'must be a URL ("postgres://...", "memory://", "pglite:<dir>"), { url, poolSize?, clientConnectionCheck?, reconnectDelay? }, a PGlite instance or an open Database' },
 );
 
 const hooksObject = object<CronledgerHooks>("must be an object of listener functions", () => true);
@@ -225,6 +253,10 @@ const cronledgerShape = {
     .max(JSONB_MAX_BYTES, `must be at most ${JSONB_MAX_BYTES}, PostgreSQL's jsonb limit`)
     .default(DEFAULT_MAX_PAYLOAD_BYTES),
   invalidEntries: z.enum(["quarantine", "fail"], { error: 'must be "quarantine" (run the valid entries, show the invalid ones as broken) or "fail" (throw)' }).default(DEFAULT_INVALID_ENTRIES),
+  catchUpWindow: duration("catchUpWindow").optional(),
+  passTimeout: duration("passTimeout")
+    .refine((ms) => ms >= 1, "must be at least 1 ms")
+    .default(DEFAULT_PASS_TIMEOUT_MS),
   // The CLI's settings: accepted here too, so a config file's object can be passed to createCronledger as it is.
   worker: z
     .strictObject({
@@ -275,6 +307,8 @@ export interface ResolvedChores {
   readonly reapCron: string;
   readonly pruneCron: string;
   readonly retention: ResolvedRetention;
+  readonly ledgerGraceMs: number;
+  readonly failUnregisteredAfterMs: number | false;
 }
 
 export interface ResolvedCronledgerOptions {
@@ -289,6 +323,9 @@ export interface ResolvedCronledgerOptions {
   readonly leaseMs: number;
   readonly maxPayloadBytes: number;
   readonly invalidEntries: InvalidEntriesMode;
+  /** Undefined: entries without their own window get DEFAULT_CATCH_UP_WINDOW_MS (src/schedule/validate.ts). */
+  readonly catchUpWindowMs: number | undefined;
+  readonly passTimeoutMs: number;
 }
 
 export interface ResolvedWorkOptions {
@@ -330,6 +367,8 @@ function resolveChores(chores: z.output<typeof choresSchema> | undefined): Resol
     reapCron: options.reapCron ?? DEFAULT_REAP_CRON,
     pruneCron: options.pruneCron ?? DEFAULT_PRUNE_CRON,
     retention: { succeededMs: retention.succeeded, failedMs: retention.failed, batchSize: retention.batchSize },
+    ledgerGraceMs: options.ledgerGrace ?? DEFAULT_LEDGER_GRACE_MS,
+    failUnregisteredAfterMs: options.failUnregisteredAfter ?? DEFAULT_FAIL_UNREGISTERED_AFTER_MS,
   };
 }
 
@@ -347,6 +386,8 @@ export function resolveCronledgerOptions(options: CronledgerOptions | undefined)
     leaseMs: parsed.lease,
     maxPayloadBytes: parsed.maxPayloadBytes,
     invalidEntries: parsed.invalidEntries,
+    catchUpWindowMs: parsed.catchUpWindow,
+    passTimeoutMs: parsed.passTimeout,
   };
 }
 

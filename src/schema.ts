@@ -1,5 +1,5 @@
 import { sql } from "drizzle-orm";
-import { bigint, check, index, integer, jsonb, pgSchema, text, timestamp, uniqueIndex } from "drizzle-orm/pg-core";
+import { bigint, check, index, integer, jsonb, pgSchema, primaryKey, text, timestamp, uniqueIndex } from "drizzle-orm/pg-core";
 
 /**
  * cronledger's tables. Applications that run drizzle-kit themselves import
@@ -13,7 +13,13 @@ export type JobStatus = (typeof JOB_STATUSES)[number];
 
 const timestamptz = (name: string) => timestamp(name, { withTimezone: true, mode: "date" });
 
-/** The ledger: one row per schedule entry identity, recording the last slot handled. */
+/**
+ * The ledger: one row per schedule entry identity, recording the last slot
+ * handled. `updated_at` is when a pass last wrote the row (created, claimed,
+ * repaired or quarantined it): the prune chore's grace counts from it (see
+ * docs/decisions.md). An entry whose statement fails is quarantined here, so
+ * every replica defers it to the same instant and every admin shows it.
+ */
 export const scheduleState = cronledgerSchema.table(
   "schedule_state",
   {
@@ -23,6 +29,14 @@ export const scheduleState = cronledgerSchema.table(
     lastEnqueuedSlot: timestamptz("last_enqueued_slot").notNull(),
     createdAt: timestamptz("created_at").notNull().defaultNow(),
     updatedAt: timestamptz("updated_at").notNull().defaultNow(),
+    /** No pass claims the entry before this instant; null when it is not quarantined. */
+    quarantinedUntil: timestamptz("quarantined_until"),
+    /** The last failure, redacted and bounded (src/redact.ts). */
+    quarantineReason: text("quarantine_reason"),
+    /** Failed attempts since the entry last fired; 0 when it is not quarantined. */
+    quarantineCount: integer("quarantine_count").notNull().default(0),
+    /** When the current run of failures began. */
+    quarantinedSince: timestamptz("quarantined_since"),
   },
   (t) => [index("schedule_state_namespace_idx").on(t.namespace)],
 );
@@ -73,6 +87,45 @@ export const jobs = cronledgerSchema.table(
     // Serves an entry's recent runs (the status and the Schedule page): newest slot first, per schedule key.
     index("jobs_schedule_runs_idx").on(t.scheduleKey, t.scheduledFor, t.id).where(sql`${t.scheduleKey} is not null`),
   ],
+);
+
+/**
+ * The workers that are running, one row per worker: what they can run (job
+ * names, queues) and when they last heartbeated. A worker claims only its
+ * job names, so a job no live worker knows waits, and the status shows it
+ * as waiting for a worker that knows it. Written at start and with every
+ * heartbeat; deleted at a graceful stop, and by the prune chore an hour
+ * after its last heartbeat.
+ */
+export const workers = cronledgerSchema.table("workers", {
+  id: text("id").primaryKey(),
+  namespace: text("namespace").notNull().default("default"),
+  jobNames: text("job_names").array().notNull(),
+  queues: text("queues").array().notNull(),
+  /** The worker's lease: it is live while its heartbeat is younger than this. */
+  leaseMs: integer("lease_ms").notNull(),
+  startedAt: timestamptz("started_at").notNull().defaultNow(),
+  heartbeatAt: timestamptz("heartbeat_at").notNull().defaultNow(),
+});
+
+/**
+ * The schedules that running processes report, one row per distinct set of
+ * ledger keys (a version of the app's schedule), refreshed while a process
+ * that has it runs. The prune chore keeps every ledger row a version
+ * reported within the grace, so a rolling deploy's two schedules never prune
+ * each other's rows.
+ */
+export const scheduleVersions = cronledgerSchema.table(
+  "schedule_versions",
+  {
+    namespace: text("namespace").notNull(),
+    /** sha256 of the sorted ledger keys. */
+    digest: text("digest").notNull(),
+    ledgerKeys: text("ledger_keys").array().notNull(),
+    firstReportedAt: timestamptz("first_reported_at").notNull().defaultNow(),
+    reportedAt: timestamptz("reported_at").notNull().defaultNow(),
+  },
+  (t) => [primaryKey({ columns: [t.namespace, t.digest] })],
 );
 
 export type JobRow = typeof jobs.$inferSelect;

@@ -45,9 +45,11 @@ beforeAll(async () => {
   await ledger.enqueue(flakyJob, {});
   await ledger.enqueue(chargeJob, { user: "ann", password: LEAKED_PASSWORD }, { idempotencyKey: "charge-ann-1" });
   await ledger.enqueue(chargeJob, { user: "bob", password: LEAKED_PASSWORD }, { idempotencyKey: "charge-bob-1" });
-  // A job no worker knows: fails terminally with JobNotRegisteredError.
-  await fixture.rows(sql`insert into cronledger.jobs (job_name, payload) values ('ghost.job', '{}'::jsonb)`);
+  // Jobs no worker knows wait for one; the prune chore fails the one that has waited past chores.failUnregisteredAfter (7 days).
+  await fixture.rows(sql`insert into cronledger.jobs (job_name, payload, run_at) values ('ghost.job', '{}'::jsonb, now() - interval '8 days')`);
+  await fixture.rows(sql`insert into cronledger.jobs (job_name, payload) values ('ghost.waiting', '{}'::jsonb)`);
   summary = await ledger.work({ once: true, concurrency: 4 });
+  await ledger.prune();
 });
 
 afterAll(async () => {
@@ -141,6 +143,13 @@ describe("GET /admin/scheduler/status", () => {
     expect(body.totals.failed).toBe(counts.filter((row) => row.status === "failed").reduce((sum, row) => sum + row.n, 0));
     expect(body.totals.cancelled).toBe(0);
     expect(JSON.stringify(body)).not.toContain(LEAKED_PASSWORD);
+    // No worker runs now (so every ready job waits for one; the flaky job's retry may have come due), and none
+    // ever knew ghost.waiting: it is listed with the instant it became ready.
+    const [ghost] = await fixture.rows<{ run_at: string }>(
+      sql`select to_char(run_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as run_at from cronledger.jobs where job_name = 'ghost.waiting'`,
+    );
+    expect(body.waiting_for_worker.find((row) => row.job === "ghost.waiting")).toEqual({ job: "ghost.waiting", count: 1, oldest_since: ghost?.run_at });
+    expect(body.waiting_for_worker.every((row) => row.job === "ghost.waiting" || row.job === flakyJob.name)).toBe(true);
   });
 
   it("lists broken entries with their problems: quarantined by a tick, and never firing", async () => {
@@ -150,6 +159,22 @@ describe("GET /admin/scheduler/status", () => {
     const sync = body.broken.find((broken) => broken.job === "inventory.sync");
     expect(sync?.problems[0]?.message).toContain("inventory backend is read-only");
     expect(body.entries.find((entry) => entry.job === "inventory.sync")?.problems).toHaveLength(1);
+    expect(body.entries.find((entry) => entry.job === "inventory.sync")?.quarantine).toMatchObject({ count: 1 });
+
+    // The quarantine lives in the ledger row: a process that never ticked shows it the same way.
+    const other = createCronledger({
+      database: fixture.ledger.database,
+      jobs: [okJob, skipJob, noopJob, flakyJob, chargeJob, syncJob],
+      schedule: SCHEDULE,
+      logger: silentLogger,
+      metrics: false,
+    });
+    const seen = (await other.status()).entries.find((entry) => entry.jobName === "inventory.sync");
+    expect(seen?.quarantine).toMatchObject({ count: 1 });
+    expect(seen?.quarantine?.reason).toContain("inventory backend is read-only");
+    expect(seen?.quarantine?.until.getTime()).toBe(Date.parse(body.entries.find((entry) => entry.job === "inventory.sync")?.quarantine?.until ?? ""));
+    expect(seen?.problems.map((problem) => problem.code)).toEqual(["quarantined"]);
+    await other.close();
   });
 });
 
@@ -276,7 +301,11 @@ describe("GET /metrics", () => {
     expect(jobs("noop", noopJob.name)).toBe(1);
     expect(jobs("retry", flakyJob.name)).toBe(1);
     expect(jobs("panicked", chargeJob.name)).toBe(2);
-    expect(jobs("panicked", OTHER_JOB_TYPE)).toBe(1);
+    // ghost.job was failed by the prune chore without an attempt, not by a worker.
+    expect(jobs("panicked", OTHER_JOB_TYPE)).toBe(0);
+    // ghost.waiting: no worker knows it, so it waits for one (a job_type this process does not know, so _other).
+    expect(metrics.value("cronledger_jobs_waiting_for_worker", { job_type: OTHER_JOB_TYPE })).toBe(1);
+    expect(metrics.value("cronledger_jobs_waiting_for_worker_oldest_seconds", { job_type: OTHER_JOB_TYPE })).toBeGreaterThan(0);
     expect(jobs("panicked")).toBe(attempts.filter((row) => row.status === "failed").length);
     // Terminal failures only: a failed attempt that will be retried is not one.
     expect(metrics.value("cronledger_failures_total")).toBe(summary.failed);

@@ -17,7 +17,8 @@ function report(counts: { enqueued?: number; lostRace?: number; quarantined?: nu
     enqueued: times(counts.enqueued).map((outcome) => ({ ...outcome, jobId: 1 })),
     lostRace: times(counts.lostRace),
     skippedStale: [],
-    quarantined: times(counts.quarantined).map((outcome) => ({ ...outcome, phase: "enqueue" as const, error: "boom" })),
+    quarantined: times(counts.quarantined).map((outcome) => ({ ...outcome, phase: "enqueue" as const, error: "boom", until: new Date(60_000), count: 1 })),
+    locked: [],
     repaired: [],
     created: 0,
     nextFireAt: null,
@@ -37,6 +38,8 @@ describe("createMetrics", () => {
       ["cronledger_job_duration_seconds", "histogram"],
       ["cronledger_jobs_reaped_total", "counter"],
       ["cronledger_jobs_total", "counter"],
+      ["cronledger_jobs_waiting_for_worker", "gauge"],
+      ["cronledger_jobs_waiting_for_worker_oldest_seconds", "gauge"],
       ["cronledger_prune_rows_removed_total", "counter"],
       ["cronledger_queue_oldest_ready_age_seconds", "gauge"],
       ["cronledger_queue_ready_jobs", "gauge"],
@@ -50,7 +53,7 @@ describe("createMetrics", () => {
     const statuses = exposition.samples.filter((sample) => sample.name === "cronledger_jobs_total" && sample.labels.job_type === "email.send");
     expect(statuses.map((sample) => sample.labels.status).sort()).toEqual(["done", "noop", "panicked", "retry", "skip", "started"]);
     const outcomes = exposition.samples.filter((sample) => sample.name === "cronledger_schedule_slots_total").map((sample) => sample.labels.outcome);
-    expect(outcomes.sort()).toEqual(["enqueued", "lost_race", "quarantined", "repaired", "skipped_stale"]);
+    expect(outcomes.sort()).toEqual(["enqueued", "locked", "lost_race", "quarantined", "repaired", "skipped_stale"]);
     expect(exposition.value("cronledger_init_failure")).toBe(0);
   });
 

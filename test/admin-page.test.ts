@@ -1,6 +1,7 @@
 import { existsSync } from "node:fs";
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
+import { sql } from "drizzle-orm";
 import type { BrowserContext } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createAdminHandler } from "../src/admin/handler.js";
@@ -83,6 +84,20 @@ describe("the Schedule page in headless Chromium", () => {
     expect(await page.locator("#entries tr:not(.chore) .badge.chore").count()).toBe(0);
     expect(await page.locator("#entries tr.chore .badge.chore").first().isVisible()).toBe(true);
     expect(await page.locator("body").innerText()).toContain(`${fixture.ledger.entries.length} entries + 2 chores`);
+  });
+
+  it("marks the quarantined entry from its ledger row and lists the jobs waiting for a worker that knows them", async () => {
+    await fixture.rows(sql`insert into cronledger.jobs (job_name, payload) values ('ghost.waiting', '{}'::jsonb)`);
+    const page = await browser.newPage();
+    await page.goto(`${fixture.server.url}/admin/scheduler`);
+    const sync = page.locator("#entries tr", { hasText: "inventory.sync" });
+    expect(await sync.locator(".badge.error").innerText()).toBe("quarantined");
+    expect(await sync.locator(".badge.error").getAttribute("title")).toMatch(/^until \S+, 1 failure\(s\)$/);
+    const waiting = page.locator("#waiting-for-worker tbody tr", { hasText: "ghost.waiting" });
+    expect(await waiting.count()).toBe(1);
+    expect(await waiting.locator("td.num").innerText()).toBe("1");
+    expect(await waiting.locator("time").getAttribute("datetime")).toMatch(/^\d{4}-\d\d-\d\dT/);
+    await page.close();
   });
 
   it("retries a failure from its button and comes back to the page", async () => {

@@ -232,6 +232,21 @@ describe("cronledger against PostgreSQL", () => {
       expect.objectContaining({ jobName: "cronledger.prune", chore: true }),
     ]);
     expect(report.queues.default?.queued).toBeGreaterThanOrEqual(1);
+
+    // No worker runs, so the ready job waits for one; a quarantine in the ledger row shows as well.
+    const writer = createCronledger({ database: database.url, logger: silentLogger });
+    try {
+      const quarantine = (until: string | null, count: number, reason: string | null) =>
+        rows(writer, sql`update cronledger.schedule_state set quarantined_until = ${until}::timestamptz, quarantine_count = ${count}, quarantine_reason = ${reason}
+                         where job_name = 'fixture.ping'`);
+      await quarantine(new Date(Date.now() + 60_000).toISOString(), 2, "insert rejected by a trigger");
+      const text = await runCli(["status", "--config", GOOD_JS], { env });
+      expect(text.stdout).toMatch(/^quarantined fixture\.ping \(.*\) until \S+, 2 failures: insert rejected by a trigger$/m);
+      expect(text.stdout).toMatch(/^ {2}fixture\.ping: \d+ jobs?, oldest ready since \S+$/m);
+      await quarantine(null, 0, null);
+    } finally {
+      await writer.close();
+    }
   });
 
   it("tick without --once explains itself", async () => {

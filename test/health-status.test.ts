@@ -156,7 +156,7 @@ describe("operator actions", () => {
 
   it("refuses to cancel a running or finished job, and says so", async () => {
     const job = await ledger.enqueue(ping, {}, { queue: "hold" });
-    const [claimed] = await ledger.queue.claim({ workerId: "test-holder", queues: ["hold"], limit: 1 });
+    const [claimed] = await ledger.queue.claim({ workerId: "test-holder", queues: ["hold"], jobNames: [ping.name], limit: 1 });
     expect(claimed?.id).toBe(job.id);
     await expect(ledger.cancelJob(job.id)).rejects.toBeInstanceOf(JobNotCancellableError);
     await expect(ledger.cancelJob(job.id)).rejects.toThrow(/is running; only a queued job/);
@@ -238,7 +238,7 @@ describe("metrics an operator alerts on", () => {
       // One of each: a terminal failure by a worker, a retry (not a failure for good), and a job whose worker died on its last attempt.
       await observed.enqueue(flaky, {});
       const crashed = await observed.enqueue(ping, {}, { queue: "crashy" });
-      await observed.queue.claim({ workerId: "dead-worker", queues: ["crashy"], limit: 1 });
+      await observed.queue.claim({ workerId: "dead-worker", queues: ["crashy"], jobNames: [ping.name], limit: 1 });
       const summary = await observed.work({ once: true, queues: ["default"] });
       expect(summary.failed).toBe(1);
       expect(summary.retried).toBe(1);

@@ -35,7 +35,7 @@ describe("migrate()", () => {
     expect(appJournal.map((row) => row.hash)).toEqual(["app-0001"]);
     const tables = await app<{ table_name: string }[]>`
       select table_name from information_schema.tables where table_schema = 'cronledger' order by table_name`;
-    expect(tables.map((row) => row.table_name)).toEqual(["jobs", "schedule_state"]);
+    expect(tables.map((row) => row.table_name)).toEqual(["jobs", "schedule_state", "schedule_versions", "workers"]);
     await app.end({ timeout: 1 });
 
     const again = openDatabase({ url: database.url, poolSize: 2 });

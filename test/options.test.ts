@@ -9,12 +9,15 @@ const job = defineJob({ name: "options.probe", run: () => {} });
 describe("createCronledger options", () => {
   it("fills in the defaults, in milliseconds", () => {
     const resolved = resolveCronledgerOptions({});
-    expect(resolved).toMatchObject({ namespace: "default", leaseMs: 30_000, jobs: [], schedule: [], hooks: [], metrics: {} });
+    expect(resolved).toMatchObject({ namespace: "default", leaseMs: 30_000, jobs: [], schedule: [], hooks: [], metrics: {}, passTimeoutMs: 10_000 });
+    expect(resolved.catchUpWindowMs).toBeUndefined();
     expect(resolved.chores).toEqual({
       when: "start",
       reapCron: "*/15 * * * * *",
       pruneCron: "7 * * * *",
       retention: { succeededMs: 7 * 86_400_000, failedMs: 7 * 86_400_000, batchSize: 1_000 },
+      ledgerGraceMs: 7 * 86_400_000,
+      failUnregisteredAfterMs: 7 * 86_400_000,
     });
   });
 
@@ -24,6 +27,9 @@ describe("createCronledger options", () => {
     expect(resolved.chores.when).toBe("always");
     expect(resolved.chores.retention).toEqual({ succeededMs: 3_600_000, failedMs: 7 * 86_400_000, batchSize: 10 });
     expect(resolveCronledgerOptions({ chores: false }).chores.when).toBe("never");
+    expect(resolveCronledgerOptions({ chores: { ledgerGrace: "2d", failUnregisteredAfter: false } }).chores).toMatchObject({ ledgerGraceMs: 2 * 86_400_000, failUnregisteredAfterMs: false });
+    expect(resolveCronledgerOptions({ catchUpWindow: "1h", passTimeout: "3s" })).toMatchObject({ catchUpWindowMs: 3_600_000, passTimeoutMs: 3_000 });
+    expect(() => resolveCronledgerOptions({ passTimeout: 0 })).toThrow(/passTimeout must be at least 1 ms/);
     expect(resolveCronledgerOptions({ chores: true }).chores.when).toBe("always");
   });
 
@@ -31,6 +37,8 @@ describe("createCronledger options", () => {
     expect(() => resolveCronledgerOptions({ namespce: "x" } as never)).toThrow(ConfigError);
     expect(() => resolveCronledgerOptions({ namespce: "x" } as never)).toThrow(/unknown option "namespce" \(did you mean "namespace"\?\)/);
     expect(() => resolveCronledgerOptions({ chores: { retention: { batchsize: 5 } } } as never)).toThrow(/unknown option "chores\.retention\.batchsize" \(did you mean "batchSize"\?\)/);
+    expect(() => resolveCronledgerOptions({ catchUpWindw: "1h" } as never)).toThrow(/unknown option "catchUpWindw" \(did you mean "catchUpWindow"\?\)/);
+    expect(() => resolveCronledgerOptions({ database: { url: "postgres://x", reconectDelay: "1s" } } as never)).toThrow(/database/);
   });
 
   it("reports every bad value at once instead of replacing it with a default", () => {
@@ -67,6 +75,8 @@ describe("config files", () => {
     expect(parseConfig({ jobs: [job], worker: { concurrency: 2 } }, "cronledger.config.ts").worker).toEqual({ concurrency: 2 });
     expect(() => parseConfig({ jobs: [job], shedule: [] }, "cronledger.config.ts")).toThrow(/config file cronledger\.config\.ts: unknown option "shedule" \(did you mean "schedule"\?\)/);
     expect(() => parseConfig({ jobs: [job], admin: { port: 70_000 } }, "c.ts")).toThrow(/admin\.port: must be a port number/);
+    expect(parseConfig({ jobs: [job], catchUpWindow: "10m" }, "c.ts").catchUpWindow).toBe(600_000);
+    expect(() => parseConfig({ jobs: [job], catchupWindow: "10m" }, "c.ts")).toThrow(/unknown option "catchupWindow" \(did you mean "catchUpWindow"\?\)/);
     expect(() => parseConfig({ jobs: ["not a job"] }, "c.ts")).toThrow(/defineJob\(\) result/);
     expect(() => parseConfig({ schedule: [] }, "c.ts")).toThrow(/has no `jobs` array/);
   });

@@ -2,6 +2,7 @@ import { sql } from "drizzle-orm";
 import { afterEach, describe, expect, it } from "vitest";
 import { z } from "zod";
 import type { Cronledger } from "../src/cronledger.js";
+import type { Duration } from "../src/duration.js";
 import { ScheduleValidationError } from "../src/errors.js";
 import { defineJob } from "../src/jobs/define-job.js";
 import type { Logger } from "../src/log.js";
@@ -42,7 +43,7 @@ async function ledgerSlot(ledger: Cronledger, key: string): Promise<number | und
 
 describe.each(BACKENDS)("tick on %s", (backend) => {
   let store: TestStore;
-  const open = async (schedule: readonly ScheduleEntry[], extra: { logger?: Logger } = {}) => {
+  const open = async (schedule: readonly ScheduleEntry[], extra: { logger?: Logger; catchUpWindow?: Duration } = {}) => {
     store ??= await createTestStore(backend, `tick_${backend}`);
     return store.open({ jobs: JOBS, schedule, ...extra });
   };
@@ -104,6 +105,20 @@ describe.each(BACKENDS)("tick on %s", (backend) => {
     expect(next.enqueued.map((outcome) => outcome.slot.toISOString())).toEqual(["2026-03-02T16:00:00.000Z"]);
   });
 
+  it("takes createCronledger's catchUpWindow for every entry that sets none, while an entry's own wins", async () => {
+    const schedule = defineSchedule([
+      { job: rollup, cron: "0 * * * *" },
+      { job: rollup, cron: "0 * * * *", key: "own", catchUpWindow: "1h" },
+    ]);
+    const ledger = await open(schedule, { catchUpWindow: "30m" });
+    expect(ledger.entries.map((entry) => entry.catchUpWindowMs)).toEqual([30 * MINUTE, HOUR]);
+    await ledger.tick({ now: at(0) });
+    // The 15:00 slot is 45 minutes late: past the default window, inside the entry's own.
+    const late = await ledger.tick({ now: at(5 * HOUR + 45 * MINUTE) });
+    expect(late.skippedStale.map((outcome) => outcome.key)).toEqual([ledger.entries[0]!.ledgerKey]);
+    expect(late.enqueued.map((outcome) => outcome.key)).toEqual([ledger.entries[1]!.ledgerKey]);
+  });
+
   it("floors the catch-up window at two minutes so ordinary lateness never drops a slot", async () => {
     const ledger = await open(defineSchedule([{ job: rollup, cron: "* * * * *", catchUpWindow: "1s" }]));
     await ledger.tick({ now: at(0) });
@@ -130,7 +145,7 @@ describe.each(BACKENDS)("tick on %s", (backend) => {
     expect(next.enqueued.map((outcome) => outcome.slot.toISOString())).toEqual(["2026-03-16T10:00:00.000Z"]);
   });
 
-  it("stops a removed entry with nothing pending, and the prune chore deletes its ledger row", async () => {
+  it("stops a removed entry with nothing pending, and the prune chore deletes its ledger row after the grace", async () => {
     const ledger = await open(defineSchedule([{ job: rollup, cron: "*/5 * * * *" }, { job: rollup, cron: "0 * * * *" }]));
     await ledger.tick({ now: at(0) });
     const [kept, removed] = ledger.entries.map((entry) => entry.ledgerKey);
@@ -140,7 +155,10 @@ describe.each(BACKENDS)("tick on %s", (backend) => {
     expect(report.enqueued.map((outcome) => outcome.key)).toEqual([kept]);
     expect(await rows(ledger, sql`select 1 from cronledger.jobs where schedule_key = ${removed!}`)).toHaveLength(0);
 
-    expect(await reduced.pruneLedger()).toBe(1);
+    // Within the grace (7 days by default) the row stays: another version of the app may still run the entry.
+    expect(await reduced.pruneLedger()).toBe(0);
+    expect(await ledgerSlot(ledger, removed!)).toBeDefined();
+    expect(await reduced.pruneLedger({ now: new Date(Date.now() + 7 * 24 * HOUR + MINUTE) })).toBe(1);
     expect(await ledgerSlot(ledger, removed!)).toBeUndefined();
     expect(await ledgerSlot(ledger, kept!)).toBeDefined();
   });

@@ -36,6 +36,21 @@ async function databaseNowMs(ledger: Cronledger): Promise<number> {
   return row?.ms ?? Date.now();
 }
 
+/** Workers in the registry that heartbeated within their lease. */
+async function registeredWorkers(ledger: Cronledger): Promise<number> {
+  const [row] = await rows<{ n: number }>(ledger, sql`select count(*)::int as n from cronledger.workers where heartbeat_at >= now() - lease_ms * interval '1 millisecond'`);
+  return row?.n ?? 0;
+}
+
+/** Polls a condition; a deadline turns a hang into a failure. */
+async function until(check: () => Promise<boolean>, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error("timed out");
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
 /** A job that records every attempt and behaves as `behave` says. */
 function recordingJob(name: string, options: { retry?: RetryClass; behave: (ctx: JobContext) => unknown; timeout?: number }) {
   const attempts: JobContext[] = [];
@@ -167,20 +182,45 @@ describe.each(BACKENDS)("worker on %s", (backend) => {
     expect(skipping.attempts.length + noopping.attempts.length).toBe(2);
   });
 
-  it("fails a job this worker does not know terminally, naming it and JobNotRegisteredError", async () => {
+  it("leaves a job it does not know queued, shown as waiting for a worker that knows it, which then runs it", async () => {
     const ghost = defineJob({ name: "reports.ghost", run: () => {} });
     const known = recordingJob("reports.known", { behave: () => undefined });
     const producer = await open([ghost, known.job]);
     const { id } = await producer.enqueue(ghost);
     await producer.enqueue(known.job);
     const worker = await open([known.job]);
-    const summary = await worker.work({ once: true });
-    expect(summary).toMatchObject({ claimed: 2, failed: 1, succeeded: 1 });
+    expect(await worker.work({ once: true })).toMatchObject({ claimed: 1, failed: 0, succeeded: 1 });
+    expect(await jobState(worker, id)).toMatchObject({ status: "queued", attempts: 0, last_error: null });
+
+    // While a worker that does not know it runs, the job is counted as waiting for one that does.
+    const running = worker.work({ pollInterval: "50ms" });
+    await until(async () => (await registeredWorkers(worker)) === 1);
+    const waiting = await worker.waitingForWorker();
+    expect(waiting.map((row) => [row.jobName, row.count])).toEqual([["reports.ghost", 1]]);
+    expect((await worker.status()).waitingForWorker.map((row) => row.jobName)).toEqual(["reports.ghost"]);
+    await worker.stop();
+    await running;
+    expect(await registeredWorkers(worker)).toBe(0);
+
+    expect(await producer.work({ once: true })).toMatchObject({ claimed: 1, succeeded: 1 });
+    expect(await jobState(producer, id)).toMatchObject({ status: "succeeded", attempts: 1 });
+    expect(await producer.waitingForWorker()).toEqual([]);
+  });
+
+  it("fails with JobNotRegisteredError only a job that no live worker has known for longer than chores.failUnregisteredAfter", async () => {
+    const ghost = defineJob({ name: "reports.gone", run: () => {} });
+    const producer = await open([ghost]);
+    const { id } = await producer.enqueue(ghost);
+    const worker = await open([], { chores: { failUnregisteredAfter: "1h" } });
+    const now = await databaseNowMs(worker);
+    expect(await worker.prune({ now: new Date(now + 59 * 60_000) })).toMatchObject({ failedUnregistered: 0 });
+    expect(await jobState(worker, id)).toMatchObject({ status: "queued" });
+    expect(await worker.prune({ now: new Date(now + 61 * 60_000) })).toMatchObject({ failedUnregistered: 1 });
     const row = await jobState(worker, id);
-    expect(row.status).toBe("failed");
-    expect(row.attempts).toBe(1);
+    expect(row).toMatchObject({ status: "failed", attempts: 0 });
     expect(row.last_error).toContain("JobNotRegisteredError");
-    expect(row.last_error).toContain('"reports.ghost"');
+    expect(row.last_error).toContain('"reports.gone"');
+    expect(row.last_error).toContain("1 h");
   });
 
   it("fails a stored payload that no longer parses terminally with a clear message, and passes parsed payloads", async () => {
@@ -447,6 +487,8 @@ describe("worker on postgres, in real time", () => {
     // Long enough that a loaded CI machine's event-loop stalls cannot pass for a dead worker.
     const lease = 1_500;
     const ledger = await store.open({ jobs: [long], chores: false, lease });
+    // The reaper of another process: the worker's own reap would heartbeat its jobs first.
+    const reaper = await store.open({ jobs: [long], chores: false, lease });
     const { id } = await ledger.enqueue(long);
     const working = ledger.work({ once: true });
     await running;
@@ -454,7 +496,7 @@ describe("worker on postgres, in real time", () => {
     const reaped: number[] = [];
     const deadline = performance.now() + 3 * lease;
     while (performance.now() < deadline) {
-      const report = await ledger.reap();
+      const report = await reaper.reap();
       reaped.push(report.requeued + report.failed);
       await new Promise((resolve) => setTimeout(resolve, lease / 6));
     }
@@ -462,5 +504,50 @@ describe("worker on postgres, in real time", () => {
     expect(await working).toMatchObject({ succeeded: 1, failed: 0 });
     expect(reaped.every((n) => n === 0)).toBe(true);
     expect(await jobState(ledger, id)).toMatchObject({ status: "succeeded", attempts: 1 });
+  });
+
+  it("never reaps its own running job, even when its heartbeat timers were held up; another process's reaper would", async () => {
+    store = await createTestStore("postgres", "worker_own_reap");
+    let finish!: () => void;
+    const release = new Promise<void>((resolve) => (finish = resolve));
+    let started!: () => void;
+    const running = new Promise<void>((resolve) => (started = resolve));
+    const long = defineJob({ name: "long.own", run: async () => (started(), await release) });
+    const lease = 1_000;
+    const ledger = await store.open({ jobs: [long], chores: false, lease });
+    const other = await store.open({ jobs: [long], chores: false, lease });
+    const { id } = await ledger.enqueue(long);
+    const working = ledger.work({ once: true });
+    await running;
+    // As if this process's timers had not fired for ten seconds (a stalled pool, a blocked event loop).
+    const stall = () => rows(ledger, sql`update cronledger.jobs set heartbeat_at = now() - interval '10 seconds' where id = ${id}`);
+    await stall();
+    expect(await ledger.reap()).toEqual({ requeued: 0, failed: 0 });
+    await stall();
+    expect(await other.reap()).toEqual({ requeued: 1, failed: 0 });
+    finish();
+    await working;
+  });
+
+  it("runs a chore while every slot is busy, outside the slots", async () => {
+    store = await createTestStore("postgres", "worker_chore_slots");
+    let finish!: () => void;
+    const release = new Promise<void>((resolve) => (finish = resolve));
+    let started!: () => void;
+    const running = new Promise<void>((resolve) => (started = resolve));
+    const long = defineJob({ name: "long.slot", run: async () => (started(), await release) });
+    const ledger = await store.open({ jobs: [long], chores: true });
+    await ledger.enqueue(long);
+    const working = ledger.work({ concurrency: 1, pollInterval: "10m" });
+    await running;
+    // The reap slot fires while the one slot is taken; the chore queue's notification brings it in beside the long job.
+    const now = await databaseNowMs(ledger);
+    await ledger.tick({ now: new Date(now - 60_000) });
+    expect((await ledger.tick({ now: new Date(now - 44_000) })).enqueued.map((outcome) => outcome.jobName)).toContain(REAP_JOB);
+    await until(async () => (await rows(ledger, sql`select 1 from cronledger.jobs where job_name = ${REAP_JOB} and status = 'succeeded'`)).length === 1);
+    expect(await rows(ledger, sql`select status from cronledger.jobs where job_name = 'long.slot'`)).toEqual([{ status: "running" }]);
+    finish();
+    await ledger.stop();
+    expect(await working).toMatchObject({ succeeded: 2 });
   });
 });

@@ -9,7 +9,7 @@ export const OTHER_JOB_TYPE = "_other";
 
 export const JOB_STATUS_LABELS = ["started", "done", "retry", "skip", "panicked", "noop"] as const;
 export type JobStatusLabel = (typeof JOB_STATUS_LABELS)[number];
-export const SLOT_OUTCOME_LABELS = ["enqueued", "lost_race", "skipped_stale", "quarantined", "repaired"] as const satisfies readonly SlotOutcomeLabel[];
+export const SLOT_OUTCOME_LABELS = ["enqueued", "lost_race", "skipped_stale", "quarantined", "locked", "repaired"] as const satisfies readonly SlotOutcomeLabel[];
 export const PRUNED_TABLES = ["schedule_state", "jobs"] as const;
 export const REAP_OUTCOMES = ["requeued", "failed"] as const;
 /** The `state` label of cronledger_schedule_entries: every entry state, and `invalid` for entries left out of the schedule. */
@@ -20,11 +20,25 @@ export const READY_COUNT_CAP = 100_000;
 const JOB_DURATION_BUCKETS = [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 15, 60, 300, 900, 3600];
 const TICK_DURATION_BUCKETS = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 
+/** Ready jobs of one name that no live worker can run, as the database counts them at scrape time. */
+export interface WaitingJobsSample {
+  readonly jobName: string;
+  readonly count: number;
+  /** How long the oldest of them has been ready. */
+  readonly waitedSeconds: number;
+}
+
 export interface MetricsOptions {
   /** Where the metrics are registered; default a fresh Registry of their own. Pass prom-client's `register` to serve them with your app's metrics. */
   readonly registry?: Registry;
   /** The registered job names: the only values `job_type` takes besides OTHER_JOB_TYPE. */
   readonly jobNames: Iterable<string>;
+  /**
+   * Reads the jobs waiting for a worker that knows them, on each scrape:
+   * a fact of the shared database rather than an event of this process, so
+   * every replica reports the same value. Without it those gauges stay empty.
+   */
+  readonly waitingForWorker?: () => Promise<readonly WaitingJobsSample[]>;
 }
 
 /** What the gauges that read the database at scrape time read: a ledger's status and its queues. */
@@ -194,7 +208,7 @@ export function createMetrics(options: MetricsOptions): CronledgerMetrics {
   const slotsTotal = shared(registry, "cronledger_schedule_slots_total", Counter, () =>
     new Counter({
       name: "cronledger_schedule_slots_total",
-      help: "Schedule slots handled by this process's ticks, by outcome: enqueued, lost_race, skipped_stale, quarantined, repaired.",
+      help: "Schedule slots handled by this process's ticks, by outcome: enqueued, lost_race, skipped_stale, quarantined, locked (row held by another session, skipped), repaired.",
       labelNames: ["outcome"] as const,
       registers,
     }),
@@ -206,6 +220,53 @@ export function createMetrics(options: MetricsOptions): CronledgerMetrics {
       buckets: TICK_DURATION_BUCKETS,
       registers,
     }),
+  );
+
+  const waiting = options.waitingForWorker;
+  let lastRead: { readonly at: number; readonly samples: Promise<readonly WaitingJobsSample[] | undefined> } | undefined;
+  /** One database read serves both gauges of a scrape (reads within a second are shared); a failed read leaves their last values. */
+  const readWaiting = (): Promise<readonly WaitingJobsSample[] | undefined> => {
+    const now = performance.now();
+    if (lastRead === undefined || now - lastRead.at > 1_000) {
+      lastRead = { at: now, samples: waiting === undefined ? Promise.resolve(undefined) : waiting().catch(() => undefined) };
+    }
+    return lastRead.samples;
+  };
+  const byType = (samples: readonly WaitingJobsSample[], value: (sample: WaitingJobsSample) => number, combine: (a: number, b: number) => number) => {
+    const values = new Map<string, number>();
+    for (const sample of samples) {
+      const type = jobType(sample.jobName);
+      const seen = values.get(type);
+      values.set(type, seen === undefined ? value(sample) : combine(seen, value(sample)));
+    }
+    return values;
+  };
+  const gaugeOfWaiting = (name: string, help: string, value: (sample: WaitingJobsSample) => number, combine: (a: number, b: number) => number) =>
+    shared(registry, name, Gauge, () =>
+      new Gauge({
+        name,
+        help,
+        labelNames: ["job_type"] as const,
+        registers,
+        async collect() {
+          const samples = await readWaiting();
+          if (samples === undefined) return;
+          this.reset();
+          for (const [type, amount] of byType(samples, value, combine)) this.set({ job_type: type }, amount);
+        },
+      }),
+    );
+  gaugeOfWaiting(
+    "cronledger_jobs_waiting_for_worker",
+    "Ready jobs that no live worker can run (none serving their queue has registered their name), by job type; read from the database at scrape time.",
+    (sample) => sample.count,
+    (a, b) => a + b,
+  );
+  gaugeOfWaiting(
+    "cronledger_jobs_waiting_for_worker_oldest_seconds",
+    "How long the oldest ready job that no live worker can run has waited, by job type; read from the database at scrape time.",
+    (sample) => sample.waitedSeconds,
+    Math.max,
   );
 
   for (const type of [...jobNames, OTHER_JOB_TYPE]) {
@@ -228,6 +289,7 @@ export function createMetrics(options: MetricsOptions): CronledgerMetrics {
       countSlots("lost_race", report.lostRace.length);
       countSlots("skipped_stale", report.skippedStale.length);
       countSlots("quarantined", report.quarantined.length);
+      countSlots("locked", report.locked.length);
       countSlots("repaired", report.repaired.length);
     },
     jobStarted({ jobName }) {

@@ -176,6 +176,18 @@ function brokenSection(status: AdminStatus): string {
     .join("\n");
 }
 
+function waitingSection(status: AdminStatus): string {
+  if (status.waiting_for_worker.length === 0) return "";
+  const rows = status.waiting_for_worker
+    .map((row) => `<tr><td>${escapeHtml(row.job)}</td><td class="num">${escapeHtml(row.count)}</td><td>${instant(row.oldest_since, status.database_now)}</td></tr>`)
+    .join("\n");
+  return `<h2 id="waiting">Waiting for a worker</h2>
+<p class="muted">Ready jobs that no running worker can run: none that serves their queue has registered their name (a rolling deploy's new jobs, until its workers are up).</p>
+<table id="waiting-for-worker"><thead><tr><th>Job</th><th class="num">Jobs</th><th>Oldest ready since</th></tr></thead><tbody>
+${rows}
+</tbody></table>`;
+}
+
 function queuesSection(status: AdminStatus): string {
   const queues = Object.entries(status.queues);
   const columns = Object.keys(status.totals);
@@ -338,6 +350,7 @@ ${brokenSection(status)}
 ${queuesSection(status)}
 <h2 id="retrying">Waiting for a retry</h2>
 ${retryingSection(extras.retrying, status.database_now)}
+${waitingSection(status)}
 <h2 id="failures">Recent failures</h2>
 ${failuresSection(failures, status.database_now)}
 </main>

@@ -64,7 +64,17 @@ export interface EntryView {
   readonly latest_run: RunView | null;
   /** True for cronledger's own reap and prune chores, listed after the app's entries unless the ledger has `chores: false`. */
   readonly chore: boolean;
+  /** The ledger row's quarantine: no replica fires the entry before `until`; null when it has none. */
+  readonly quarantine: { readonly until: string; readonly reason: string; readonly count: number; readonly since: string | null } | null;
   readonly problems: readonly EntryProblemView[];
+}
+
+/** Ready jobs of one name that no live worker can run. */
+export interface WaitingForWorkerView {
+  readonly job: string;
+  readonly count: number;
+  /** When the oldest became ready. */
+  readonly oldest_since: string;
 }
 
 export interface BrokenEntryView {
@@ -80,7 +90,7 @@ export interface AdminStatus {
   readonly database_now: string;
   readonly namespace: string;
   readonly entries: readonly EntryView[];
-  /** Entries with problems: load-time schedule warnings, entries that never fire again, entries recent ticks quarantined or repaired, and invalid entries. */
+  /** Entries with problems: load-time schedule warnings, entries that never fire again, quarantined entries (from the ledger), entries recent ticks repaired, and invalid entries. */
   readonly broken: readonly BrokenEntryView[];
   /** Invalid schedule entries that do not run (`invalidEntries: "quarantine"`), with their problems. */
   readonly invalid: readonly BrokenEntryView[];
@@ -88,6 +98,8 @@ export interface AdminStatus {
   readonly queues: Readonly<Record<string, Readonly<Record<string, number>>>>;
   /** Job counts by status over all queues; every status is present. */
   readonly totals: Readonly<Record<JobStatus, number>>;
+  /** Ready jobs waiting for a worker that knows them (none serving their queue has registered their name), by job name. */
+  readonly waiting_for_worker: readonly WaitingForWorkerView[];
 }
 
 const iso = (date: Date | null) => (date === null ? null : date.toISOString());
@@ -136,12 +148,17 @@ export function statusView(status: SchedulerStatus): AdminStatus {
       reason: entry.reason,
       latest_run: entry.latestRun === null ? null : runView(entry.latestRun),
       chore: entry.chore,
+      quarantine:
+        entry.quarantine === null
+          ? null
+          : { until: entry.quarantine.until.toISOString(), reason: entry.quarantine.reason, count: entry.quarantine.count, since: iso(entry.quarantine.since) },
       problems: entry.problems.map(problemView),
     })),
     broken: status.broken.map(brokenView),
     invalid: status.invalid.map(brokenView),
     queues: status.queues,
     totals: status.totals,
+    waiting_for_worker: status.waitingForWorker.map((row) => ({ job: row.jobName, count: row.count, oldest_since: row.oldestSince.toISOString() })),
   };
 }
 

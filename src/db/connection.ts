@@ -9,6 +9,7 @@ import { parseDuration, type Duration } from "../duration.js";
 import { ConfigError } from "../errors.js";
 import type { Executor } from "./executor.js";
 import { templateFor } from "./pglite-template.js";
+import { cancellingClient } from "./statement-timeout.js";
 
 export { query } from "./executor.js";
 
@@ -28,6 +29,13 @@ export type DatabaseSetting =
        * parameters (PgBouncer without it in ignore_startup_parameters).
        */
       clientConnectionCheck?: Duration | false;
+      /**
+       * The longest wait between attempts to reconnect after the server went
+       * away; default "2s". postgres.js's own backoff grows to 20 s and is
+       * shared by the whole pool, so a replica would otherwise sit idle that
+       * long after PostgreSQL is back.
+       */
+      reconnectDelay?: Duration;
     }
   /**
    * The application's own PGlite instance: cronledger's tables live in it
@@ -46,6 +54,13 @@ export interface Database {
   readonly db: Executor;
   /** Statements sent through drizzle since open; lets tests and benches count round trips. */
   readonly statements: { count: number };
+  /**
+   * The same database, with every statement cancelled by the server once it
+   * has run `timeoutMs` (src/db/statement-timeout.ts; SQLSTATE 57014). The
+   * scheduler's pass runs on it. PGlite, one connection in this process, has
+   * nothing to cancel from and returns `db`.
+   */
+  withStatementTimeout(timeoutMs: number): Executor;
   listen(channel: string, onMessage: (payload: string) => void): Promise<() => Promise<void>>;
   /** Runs `fn` while holding a session-level advisory lock on a connection of its own. */
   withAdvisoryLock<T>(key: readonly [number, number], fn: () => Promise<T>): Promise<T>;
@@ -71,8 +86,18 @@ function redactUrl(url: string): string {
 }
 
 const DEFAULT_CLIENT_CONNECTION_CHECK = "1s";
+const DEFAULT_RECONNECT_DELAY = "2s";
 
-function openPostgres(url: string, poolSize: number, clientConnectionCheck: Duration | false): Database {
+/**
+ * postgres.js's reconnect backoff (random 50-100 % of 3^retries / 100 s,
+ * retries counted across the pool since the last good connection) with its
+ * cap lowered from 20 s to `maxMs`.
+ */
+function reconnectBackoff(maxMs: number): (retries: number) => number {
+  return (retries) => (0.5 + Math.random() / 2) * Math.min(3 ** retries / 100, maxMs / 1000);
+}
+
+function openPostgres(url: string, poolSize: number, clientConnectionCheck: Duration | false, reconnectDelay: Duration): Database {
   if (poolSize < 2) {
     throw new ConfigError(`poolSize must be at least 2 (got ${poolSize}): migrations hold one connection for their lock while another applies them.`);
   }
@@ -80,6 +105,7 @@ function openPostgres(url: string, poolSize: number, clientConnectionCheck: Dura
   const client = postgres(url, {
     max: poolSize,
     onnotice: () => {},
+    backoff: reconnectBackoff(parseDuration(reconnectDelay, "reconnectDelay")),
     connection: {
       application_name: "cronledger",
       ...(clientConnectionCheck === false
@@ -88,11 +114,20 @@ function openPostgres(url: string, poolSize: number, clientConnectionCheck: Dura
     },
   });
   const db = drizzlePostgres(client, { logger: countingLogger(statements) }) as unknown as Executor;
+  const timed = new Map<number, Executor>();
   return {
     kind: "postgres",
     label: redactUrl(url),
     db,
     statements,
+    withStatementTimeout(timeoutMs) {
+      let executor = timed.get(timeoutMs);
+      if (executor === undefined) {
+        executor = drizzlePostgres(cancellingClient(client, timeoutMs), { logger: countingLogger(statements) }) as unknown as Executor;
+        timed.set(timeoutMs, executor);
+      }
+      return executor;
+    },
     async listen(channel, onMessage) {
       const subscription = await client.listen(channel, (payload) => onMessage(payload));
       return () => subscription.unlisten();
@@ -133,6 +168,7 @@ function wrapPglite(client: PGlite, label: string, owned: boolean): Database {
     label,
     db,
     statements,
+    withStatementTimeout: () => db,
     async listen(channel, onMessage) {
       const unsubscribe = await client.listen(channel, onMessage);
       return unsubscribe;
@@ -174,9 +210,10 @@ export function openDatabase(setting: DatabaseSetting | undefined, env: NodeJS.P
   const url = typeof resolved === "string" ? resolved : resolved.url;
   const poolSize = typeof resolved === "string" ? 10 : (resolved.poolSize ?? 10);
   const clientConnectionCheck = typeof resolved === "string" ? DEFAULT_CLIENT_CONNECTION_CHECK : (resolved.clientConnectionCheck ?? DEFAULT_CLIENT_CONNECTION_CHECK);
+  const reconnectDelay = typeof resolved === "string" ? DEFAULT_RECONNECT_DELAY : (resolved.reconnectDelay ?? DEFAULT_RECONNECT_DELAY);
   if (url === "memory://" || url === "pglite:memory") return openPglite(undefined);
   if (url.startsWith("pglite:")) return openPglite(resolve(url.slice("pglite:".length)));
-  if (url.startsWith("postgres://") || url.startsWith("postgresql://")) return openPostgres(url, poolSize, clientConnectionCheck);
+  if (url.startsWith("postgres://") || url.startsWith("postgresql://")) return openPostgres(url, poolSize, clientConnectionCheck, reconnectDelay);
   throw new ConfigError(
     `Unsupported database ${JSON.stringify(url.replace(/:[^:@/]*@/, ":***@"))}: use a postgres:// URL, "memory://" for in-memory PGlite, or "pglite:<dir>" for PGlite on disk.`,
   );

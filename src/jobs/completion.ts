@@ -90,6 +90,9 @@ export interface BatcherHost {
   write(rows: readonly CompletionRow[]): Promise<void>;
   /** Called after each successful flush that emptied the batch (the worker may claim again). */
   flushed(): void;
+  /** Reports a failed write; false when it is already logged elsewhere (a lost database, logged once per outage). */
+  /** The database's health tracker: a lost connection is logged there, once per outage. */
+  readonly health?: { failed(error: unknown): boolean };
   readonly logger: Logger;
 }
 
@@ -144,7 +147,7 @@ export class CompletionBatcher {
     } catch (error) {
       this.pending = batch.concat(this.pending);
       const retryInMs = this.backoff.next(retryCapMs(error, MAX_RETRY_MS));
-      logFailure(this.host.logger, "warn", "recording finished jobs failed; retrying", { jobs: batch.length, retryInMs }, error);
+      logFailure(this.host.logger, "warn", "recording finished jobs failed; retrying", { jobs: batch.length, retryInMs }, error, this.host.health);
     }
   }
 

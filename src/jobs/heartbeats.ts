@@ -7,14 +7,19 @@ export interface HeartbeatHost {
   beat(ids: readonly number[]): Promise<Set<number>>;
   /** Jobs the reaper took back (their heartbeat went stale before this one). */
   lost(ids: readonly number[]): void;
+  /** Reports a failed beat; true when it should be logged here (a lost database is logged once, elsewhere). */
+  /** The database's health tracker: a lost connection is logged there, once per outage. */
+  readonly health: { failed(error: unknown): boolean };
   readonly logger: Logger;
 }
 
 /**
  * Heartbeats every lease/3 for the jobs a worker holds, so a live worker's
- * jobs are never reaped while a dead worker's are within a lease. A beat
- * that fails is only logged: the reaper decides, and if the outage outlasts
- * the lease the worker learns on its next beat which jobs it lost.
+ * jobs are never reaped while a dead worker's are within a lease. The beat
+ * also keeps the worker's row in the registry fresh, so it is sent when the
+ * worker holds nothing too. A beat that fails is only logged: the reaper
+ * decides, and if the outage outlasts the lease the worker learns on its
+ * next beat which jobs it lost.
  */
 export class Heartbeats {
   private timer: NodeJS.Timeout | undefined;
@@ -33,14 +38,18 @@ export class Heartbeats {
     this.timer = undefined;
   }
 
+  /** Beats now, outside the timer (at start, and before this process reaps). */
+  beatNow(): Promise<void> {
+    return this.beat();
+  }
+
   private async beat(): Promise<void> {
     const ids = this.host.held();
-    if (ids.length === 0) return;
     let alive: Set<number>;
     try {
       alive = await this.host.beat(ids);
     } catch (error) {
-      logFailure(this.host.logger, "warn", "heartbeat failed; the reaper takes jobs back if this lasts longer than the lease", { leaseMs: this.leaseMs }, error);
+      logFailure(this.host.logger, "warn", "heartbeat failed; the reaper takes jobs back if this lasts longer than the lease", { leaseMs: this.leaseMs }, error, this.host.health);
       return;
     }
     const lost = ids.filter((id) => !alive.has(id));

@@ -14,6 +14,15 @@ import {
   type CompletionRow,
   type EntryRunRow,
 } from "../db/sql/jobs.js";
+import type { DatabaseHealth } from "../db/health.js";
+import {
+  failUnregisteredJobs,
+  jobsWaitingForWorker,
+  pruneWorkers,
+  unregisterWorker,
+  type WaitingJobs,
+  type WorkerRegistration,
+} from "../db/sql/workers.js";
 import type { CronledgerEvents } from "../events.js";
 import type { Logger } from "../log.js";
 import type { AttemptServices } from "./attempt.js";
@@ -38,6 +47,20 @@ export interface JobQueueOptions {
   readonly maxPayloadBytes: number;
   /** The loaded schedule entry of a ledger key, for `ctx.schedule`. */
   readonly entryOf?: (ledgerKey: string) => { readonly identity: string; readonly entryKey: string | undefined } | undefined;
+  /** Whether the database is reachable, as claims and heartbeats find out; logs an outage once. */
+  readonly health: DatabaseHealth;
+}
+
+/** A worker row whose heartbeat is this old belongs to a worker that died without stopping: the prune chore removes it. */
+export const DEAD_WORKER_MS = 3_600_000;
+
+/** Job names that ready jobs wait on because no live worker knows them, with the instant the oldest became ready. */
+export interface WaitingForWorker {
+  readonly jobName: string;
+  readonly count: number;
+  readonly oldestSince: Date;
+  /** How long the oldest has waited, by the database clock. */
+  readonly waitedMs: number;
 }
 
 /**
@@ -52,6 +75,7 @@ export class JobQueue implements Enqueuer, AttemptServices {
   readonly events: CronledgerEvents;
   readonly logger: Logger;
   readonly leaseMs: number;
+  readonly health: DatabaseHealth;
   private readonly retention: ResolvedRetention;
   private readonly entries: JobQueueOptions["entryOf"];
   private readonly maxPayloadBytes: number;
@@ -65,6 +89,7 @@ export class JobQueue implements Enqueuer, AttemptServices {
     this.logger = options.logger;
     this.leaseMs = options.leaseMs;
     this.retention = options.retention;
+    this.health = options.health;
   }
 
   /** The loaded entry behind a ledger key (a scheduled job's `ctx.schedule`). */
@@ -108,8 +133,39 @@ export class JobQueue implements Enqueuer, AttemptServices {
     return completeJobs(this.database.db, workerId, rows, now);
   }
 
-  heartbeat(workerId: string, ids: readonly number[]): Promise<Set<number>> {
-    return heartbeatJobs(this.database.db, workerId, ids);
+  /** Refreshes the heartbeats of `ids` held by the worker and its row in the registry; resolves with the ids it still holds. */
+  async heartbeat(worker: WorkerRegistration, ids: readonly number[]): Promise<Set<number>> {
+    const alive = await heartbeatJobs(this.database.db, worker, ids);
+    this.health.succeeded();
+    return alive;
+  }
+
+  /** Takes a stopped worker out of the registry. */
+  unregister(workerId: string): Promise<void> {
+    return unregisterWorker(this.database.db, workerId);
+  }
+
+  /** Ready jobs that no live worker can run, by job name (src/db/sql/workers.ts). */
+  async waitingForWorker(now?: Date): Promise<WaitingForWorker[]> {
+    const rows: WaitingJobs[] = await jobsWaitingForWorker(this.database.db, now);
+    return rows.map((row) => ({ jobName: row.job_name, count: row.count, oldestSince: new Date(row.oldest_ms), waitedMs: row.waited_ms }));
+  }
+
+  /**
+   * The prune chore's share of the registry: fails jobs that no live worker
+   * has known for `unregisteredAfterMs` (false: never), and forgets workers
+   * that died without stopping.
+   */
+  async pruneRegistry(unregisteredAfterMs: number | false, now?: Date): Promise<{ failedUnregistered: number; workers: number }> {
+    const failedUnregistered = unregisteredAfterMs === false ? 0 : await failUnregisteredJobs(this.database.db, unregisteredAfterMs, now);
+    if (failedUnregistered > 0) {
+      this.logger.warn("failed queued jobs that no running worker has registered (JobNotRegisteredError); see the failures list", {
+        jobs: failedUnregistered,
+        afterMs: unregisteredAfterMs,
+      });
+    }
+    const workers = await pruneWorkers(this.database.db, DEAD_WORKER_MS);
+    return { failedUnregistered, workers };
   }
 
   /** Calls `onReady(queue)` whenever a queue gains ready jobs (LISTEN/NOTIFY); resolves with the way to stop. */

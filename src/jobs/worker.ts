@@ -12,6 +12,7 @@ import { claimSize, RateMeter } from "./claim-size.js";
 import { attemptStatus, CompletionBatcher, count, emptySummary, type Completion, type WorkSummary } from "./completion.js";
 import { describeIssues, type JobDefinition } from "./define-job.js";
 import { Heartbeats } from "./heartbeats.js";
+import type { WorkerRegistration } from "../db/sql/workers.js";
 import type { JobQueue } from "./queue.js";
 import { retryDelayMs } from "./retry.js";
 import { effectiveRetryPolicy, readStoredRetryPolicy } from "./retry-override.js";
@@ -23,12 +24,25 @@ export type { WorkSummary } from "./completion.js";
 export interface WorkerSettings extends Omit<ResolvedWorkOptions, "queues" | "leaseMs"> {
   readonly queues: readonly string[];
   readonly leaseMs: number;
+  /** The namespace it registers under (src/db/sql/workers.ts). */
+  readonly namespace: string;
+  /**
+   * cronledger's chores this worker serves: claimed ahead of ordinary jobs
+   * and run outside its `concurrency` slots, so neither a backlog nor long
+   * jobs can keep the reaper from running.
+   */
+  readonly chores?: { readonly queue: string; readonly jobNames: readonly string[] } | undefined;
 }
 
-/** Claims and completions that fail retry after 100 ms doubling to this; a persistent cause (wrong password) waits up to a minute. */
-export const MAX_RETRY_BACKOFF_MS = 5_000;
+/**
+ * Claims that fail retry after 100 ms doubling to this, so a worker claims again within about a second of the
+ * database coming back; a persistent cause (wrong password) waits up to a minute.
+ */
+export const MAX_RETRY_BACKOFF_MS = 1_000;
 /** After aborting at the end of the grace period, how long handlers get to honour the signal. */
 const ABORT_SETTLE_MS = 2_000;
+/** Chores claimed per statement at most: one reap and one prune slot, with room for a late one. */
+const CHORE_CLAIM_LIMIT = 4;
 
 interface ActiveJob {
   readonly job: ClaimedJob;
@@ -69,10 +83,17 @@ export class Worker {
   private readonly heartbeats: Heartbeats;
   private readonly meter = new RateMeter();
   private readonly claimBackoff = new Backoff({ initialMs: 100, factor: 2, maxMs: MAX_RETRY_BACKOFF_MS });
+  /** The job names claimed into the slots: every registered name except the chores'. */
+  private readonly jobNames: readonly string[];
+  private readonly registration: WorkerRegistration;
 
   private readonly summary = emptySummary();
   private readonly buffer: ClaimedJob[] = [];
   private readonly active = new Map<number, ActiveJob>();
+  /** Ids of the running chores: in `active` (heartbeats, completion, shutdown) but outside the slots. */
+  private readonly chores = new Set<number>();
+  /** A chore may be ready (its queue was notified, or the poll came round): claim even with every slot busy. */
+  private choresWanted = true;
   /** Claims in flight, and how many rows they asked for. */
   private readonly claims = new Set<Promise<void>>();
   private claimingRows = 0;
@@ -81,6 +102,7 @@ export class Worker {
   private more = true;
   private stopping = false;
   private started = false;
+  private ended = false;
   private claimRetryTimer: NodeJS.Timeout | undefined;
   private pollTimer: NodeJS.Timeout | undefined;
   private readonly retryWakes = new RetryWakes(() => this.wake());
@@ -96,18 +118,29 @@ export class Worker {
     this.id = newWorkerId();
     this.queues = [...new Set(settings.queues)];
     this.concurrency = settings.concurrency;
+    const choreNames = new Set(settings.chores?.jobNames ?? []);
+    this.jobNames = [...queue.jobs.keys()].filter((name) => !choreNames.has(name));
+    this.registration = {
+      id: this.id,
+      namespace: settings.namespace,
+      jobNames: [...this.jobNames, ...choreNames],
+      queues: this.queues,
+      leaseMs: settings.leaseMs,
+    };
     this.random = settings.random ?? Math.random;
     this.log = childLogger(queue.logger, { worker: this.id });
     this.batcher = new CompletionBatcher({
       write: (rows) => this.queue.complete(this.id, rows, this.settings.clock?.()),
       flushed: () => this.pump(),
+      health: this.queue.health,
       logger: this.log,
     });
     this.heartbeats = new Heartbeats(
       {
         held: () => [...this.active.keys(), ...this.buffer.map((job) => job.id)],
-        beat: (ids) => this.queue.heartbeat(this.id, ids),
+        beat: (ids) => this.queue.heartbeat(this.registration, ids),
         lost: (ids) => this.lost(ids),
+        health: this.queue.health,
         logger: this.log,
       },
       settings.leaseMs,
@@ -121,17 +154,25 @@ export class Worker {
     if (!this.settings.once) {
       try {
         this.unlisten = await this.queue.listen((queue) => {
+          if (queue === this.settings.chores?.queue) this.choresWanted = true;
           if (this.queues.includes(queue)) this.wake();
         });
       } catch (error) {
         logFailure(this.log, "warn", "LISTEN failed; relying on polling until the next start", {}, error);
       }
-      this.pollTimer = setInterval(() => this.wake(), this.settings.pollMs);
+      this.pollTimer = setInterval(() => {
+        this.choresWanted = true;
+        this.wake();
+      }, this.settings.pollMs);
     }
+    // Registers this worker (its names and queues) before its first claim; later beats keep the row fresh.
+    await this.heartbeats.beatNow();
     this.heartbeats.start();
     this.pump();
     await this.drained.promise;
-    return this.stopPromise ?? this.finish();
+    if (this.stopPromise) return this.stopPromise;
+    await this.unregister();
+    return this.finish();
   }
 
   /**
@@ -149,6 +190,21 @@ export class Worker {
     this.hurried.resolve();
   }
 
+  /**
+   * Heartbeats every job this worker holds now. The reap chore calls it on
+   * the workers of its own process before it reaps, so a process whose
+   * timers were held up (a stalled pool, a blocked event loop) never takes
+   * back its own live jobs.
+   */
+  beat(): Promise<void> {
+    return this.started && !this.ended ? this.heartbeats.beatNow() : Promise.resolve();
+  }
+
+  /** True once the worker has stopped (or drained) and left the registry. */
+  get finished(): boolean {
+    return this.ended;
+  }
+
   private wake(): void {
     this.more = true;
     this.pump();
@@ -157,23 +213,29 @@ export class Worker {
   /** The event loop of the worker: start what can run, claim when the buffer runs low, finish when drained. */
   private pump(): void {
     if (this.stopping) return;
-    while (this.active.size < this.concurrency && this.buffer.length > 0) this.startJob(this.buffer.shift() as ClaimedJob);
-    const held = this.active.size + this.buffer.length;
-    if (this.more && this.claimRetryTimer === undefined) {
-      const limit = claimSize({
-        concurrency: this.concurrency,
-        batchSize: this.settings.batchSize,
-        rate: this.rate,
-        held,
-        claims: this.claims.size,
-        claimingRows: this.claimingRows,
-      });
-      if (limit > 0) this.startClaim(limit);
+    while (this.active.size - this.chores.size < this.concurrency && this.buffer.length > 0) this.startJob(this.buffer.shift() as ClaimedJob);
+    const held = this.active.size - this.chores.size + this.buffer.length;
+    if (this.claimRetryTimer === undefined) {
+      const limit = this.more
+        ? claimSize({
+            concurrency: this.concurrency,
+            batchSize: this.settings.batchSize,
+            rate: this.rate,
+            held,
+            claims: this.claims.size,
+            claimingRows: this.claimingRows,
+          })
+        : 0;
+      // Every claim takes ready chores too; with every slot busy, a chores-only claim goes out when one may be ready.
+      if (limit > 0 || (this.choresWanted && this.settings.chores !== undefined && this.claims.size === 0)) this.startClaim(limit);
     }
-    if (this.settings.once && !this.more && this.claims.size === 0 && held === 0 && !this.batcher.busy) this.drained.resolve();
+    if (this.settings.once && !this.more && this.claims.size === 0 && this.active.size + this.buffer.length === 0 && !this.batcher.busy) {
+      this.drained.resolve();
+    }
   }
 
   private startClaim(limit: number): void {
+    this.choresWanted = false;
     this.claimingRows += limit;
     const claim: Promise<void> = this.claim(limit).finally(() => {
       this.claimingRows -= limit;
@@ -186,27 +248,45 @@ export class Worker {
   private async claim(limit: number): Promise<void> {
     this.rate = this.meter.read();
     let rows: ClaimedJob[];
+    const { chores } = this.settings;
     try {
-      rows = await this.queue.claim({ workerId: this.id, queues: this.queues, limit, now: this.settings.clock?.() });
+      rows = await this.queue.claim({
+        workerId: this.id,
+        queues: this.queues,
+        jobNames: this.jobNames,
+        limit,
+        chores: chores === undefined ? undefined : { ...chores, limit: CHORE_CLAIM_LIMIT },
+        now: this.settings.clock?.(),
+      });
       this.claimBackoff.reset();
+      this.queue.health.succeeded();
     } catch (error) {
       const retryInMs = this.claimBackoff.next(retryCapMs(error, MAX_RETRY_BACKOFF_MS));
-      logFailure(this.log, "warn", "claiming jobs failed; retrying", { retryInMs }, error);
+      if (chores !== undefined) this.choresWanted = true;
+      logFailure(this.log, "warn", "claiming jobs failed; retrying", { retryInMs }, error, this.queue.health);
       this.claimRetryTimer = setTimeout(() => {
         this.claimRetryTimer = undefined;
         this.pump();
       }, retryInMs);
       return;
     }
-    if (rows.length < limit) this.more = false;
+    const choreNames = chores?.jobNames ?? [];
+    const choreRows = rows.filter((job) => choreNames.includes(job.jobName));
+    const ordinary = choreRows.length === 0 ? rows : rows.filter((job) => !choreNames.includes(job.jobName));
+    if (ordinary.length < limit) this.more = false;
     if (rows.length === 0) return;
-    rows.sort((a, b) => a.priority - b.priority || a.runAtMs - b.runAtMs || a.id - b.id);
+    ordinary.sort((a, b) => a.priority - b.priority || a.runAtMs - b.runAtMs || a.id - b.id);
     this.summary.claimed += rows.length;
     if (this.stopping) {
       for (const job of rows) this.handBack(job);
       return;
     }
-    this.buffer.push(...rows);
+    // Chores start at once, beside whatever fills the slots.
+    for (const job of choreRows) {
+      this.chores.add(job.id);
+      this.startJob(job);
+    }
+    this.buffer.push(...ordinary);
   }
 
   private startJob(job: ClaimedJob): void {
@@ -271,6 +351,7 @@ export class Worker {
     const entry = this.active.get(job.id);
     if (entry === undefined) return;
     this.active.delete(job.id);
+    this.chores.delete(job.id);
     if (entry.attempt.abortReason instanceof LeaseLostError) return;
     count(this.summary, completion);
     const status = attemptStatus(completion);
@@ -337,13 +418,20 @@ export class Worker {
       // Handlers that ignore their signal are handed back anyway: this process is going away.
       for (const entry of [...this.active.values()]) {
         this.active.delete(entry.job.id);
+        this.chores.delete(entry.job.id);
         this.handBack(entry.job);
       }
     }
     await this.batcher.drain();
     this.heartbeats.stop();
     this.drained.resolve();
+    await this.unregister();
     return this.finish();
+  }
+
+  /** Takes this worker out of the registry; if that fails, its row ages out (the prune chore removes it). */
+  private async unregister(): Promise<void> {
+    await this.queue.unregister(this.id).catch((error: unknown) => this.log.debug("could not remove the worker from the registry", { error: redactError(error) }));
   }
 
   private stopTimers(): void {
@@ -353,6 +441,7 @@ export class Worker {
   }
 
   private finish(): WorkSummary {
+    this.ended = true;
     this.stopTimers();
     this.heartbeats.stop();
     this.batcher.close();

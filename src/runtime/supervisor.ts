@@ -1,4 +1,5 @@
 import { Backoff } from "../backoff.js";
+import type { DatabaseHealth } from "../db/health.js";
 import { emptySummary } from "../jobs/completion.js";
 import type { Worker, WorkSummary } from "../jobs/worker.js";
 import { retryCapMs } from "../db/diagnose.js";
@@ -11,6 +12,8 @@ export type { StartOptions } from "../options.js";
 /** What the supervisor drives: the ticker, a worker factory, and the way out. */
 export interface SupervisorHost {
   readonly logger: Logger;
+  /** Where a lost database is logged once, instead of on every failed pass. */
+  readonly health: DatabaseHealth;
   tick(): Promise<TickReport>;
   createWorker(options: ResolvedStartOptions): Worker;
   /** Called after a signal-initiated graceful stop: closes connections. */
@@ -20,8 +23,11 @@ export interface SupervisorHost {
 /** Ticks wake this long after the fire time so the database clock has certainly reached it. */
 const TICK_MARGIN_MS = 2;
 const MIN_TICK_SLEEP_MS = 5;
-/** Waits before restarting a part that failed: 250 ms doubling to 5 s; to a minute for a persistent cause such as a wrong password (retryCapMs). */
-const MAX_RESTART_BACKOFF_MS = 5_000;
+/**
+ * Waits before restarting a part that failed: 250 ms doubling to 2 s, so a replica is back within seconds of its
+ * database; to a minute for a persistent cause such as a wrong password (retryCapMs).
+ */
+const MAX_RESTART_BACKOFF_MS = 2_000;
 const restartBackoff = () => new Backoff({ initialMs: 250, factor: 2, maxMs: MAX_RESTART_BACKOFF_MS });
 
 /** setTimeout that ends early when `signal` aborts. */
@@ -114,12 +120,13 @@ export class Supervisor {
       let delay: number;
       try {
         const report = await this.host.tick();
+        this.host.health.succeeded();
         backoff.reset();
         const untilNext = report.nextFireAt === null ? maxTickMs : report.nextFireAt.getTime() - report.now.getTime() + TICK_MARGIN_MS;
         delay = Math.min(maxTickMs, Math.max(MIN_TICK_SLEEP_MS, untilNext));
       } catch (error) {
         delay = backoff.next(retryCapMs(error, MAX_RESTART_BACKOFF_MS));
-        logFailure(this.host.logger, "error", "scheduler tick failed; retrying", { attempt: backoff.attempts, retryInMs: delay }, error);
+        logFailure(this.host.logger, "error", "scheduler tick failed; retrying", { attempt: backoff.attempts, retryInMs: delay }, error, this.host.health);
       }
       await sleep(delay, signal);
     }

@@ -1,5 +1,8 @@
+import { createHash } from "node:crypto";
 import type { Database } from "../db/connection.js";
-import { databaseNowMs, deleteLedgerRowsExcept, ledgerRows, type LedgerRow } from "../db/sql/ledger.js";
+import type { Executor } from "../db/executor.js";
+import { databaseNowMs, ledgerRows, pruneLedgerRows, type LedgerRow } from "../db/sql/ledger.js";
+import { reportSchedule, type ScheduleReport } from "../db/sql/workers.js";
 import type { ScheduleProblem } from "../errors.js";
 import type { CronledgerEvents } from "../events.js";
 import type { JobDefinition } from "../jobs/define-job.js";
@@ -39,10 +42,20 @@ export function loadEntries(
   schedule: readonly unknown[],
   chores: readonly unknown[],
   jobs: readonly JobDefinition[],
-  options: { readonly namespace: string; readonly maxPayloadBytes: number; readonly mode: "quarantine" | "fail" },
+  options: {
+    readonly namespace: string;
+    readonly maxPayloadBytes: number;
+    readonly mode: "quarantine" | "fail";
+    /** The catch-up window of entries that set none; undefined: the default (src/schedule/validate.ts). */
+    readonly catchUpWindowMs?: number | undefined;
+  },
 ): LoadedSchedule {
   const all = [...schedule, ...chores];
-  const resolve = { namespace: options.namespace, maxPayloadBytes: options.maxPayloadBytes };
+  const resolve = {
+    namespace: options.namespace,
+    maxPayloadBytes: options.maxPayloadBytes,
+    ...(options.catchUpWindowMs === undefined ? {} : { catchUpWindowMs: options.catchUpWindowMs }),
+  };
   const split = (entries: readonly ResolvedEntry[]) => ({
     entries: entries.filter((entry) => entry.index < schedule.length),
     choreEntries: entries.filter((entry) => entry.index >= schedule.length),
@@ -77,6 +90,8 @@ export interface SchedulerOptions {
   readonly schedule: LoadedSchedule;
   readonly logger: Logger;
   readonly events: CronledgerEvents;
+  /** The pass statement is cancelled after this long (src/db/statement-timeout.ts). */
+  readonly passTimeoutMs: number;
 }
 
 /**
@@ -98,7 +113,10 @@ export class Scheduler {
   private readonly database: Database;
   private readonly logger: Logger;
   private readonly events: CronledgerEvents;
-  private readonly memory: TickMemory = { memo: new Map(), deferred: new Map(), clockOffsetMs: undefined };
+  private readonly memory: TickMemory = { memo: new Map(), deferred: new Map(), locked: new Map(), clockOffsetMs: undefined };
+  /** The passes' executor: cronledger's database, with the pass timeout. */
+  private readonly passExecutor: Executor;
+  private readonly passTimeoutMs: number;
 
   constructor(options: SchedulerOptions) {
     this.database = options.database;
@@ -109,6 +127,8 @@ export class Scheduler {
     this.choreEntries = options.schedule.choreEntries;
     this.warnings = options.schedule.warnings;
     this.invalid = options.schedule.invalid;
+    this.passTimeoutMs = options.passTimeoutMs;
+    this.passExecutor = this.database.withStatementTimeout(options.passTimeoutMs);
     for (const warning of this.warnings) this.logger.warn(warning.message, { code: warning.code });
     for (const entry of this.invalid) {
       this.logger.error("schedule entry is invalid and will not run; the other entries do (run `cronledger preflight` to check a schedule before deploying)", {
@@ -124,7 +144,8 @@ export class Scheduler {
     const started = performance.now();
     const report = await runTick(
       {
-        executor: this.database.db,
+        executor: this.passExecutor,
+        passTimeoutMs: this.passTimeoutMs,
         statements: this.database.statements,
         entries: chores ? [...this.entries, ...this.choreEntries] : this.entries,
         namespace: this.namespace,
@@ -137,12 +158,28 @@ export class Scheduler {
     return report;
   }
 
-  /** Deletes ledger rows of this namespace that no current entry (chores included) owns. */
-  async pruneLedger(): Promise<number> {
+  /**
+   * Deletes the ledger rows of this namespace that no process has evaluated
+   * for `graceMs`: not written by a pass, not reported by a running
+   * schedule (src/db/sql/ledger.ts, pruneLedgerRows), and not this process's own.
+   */
+  async pruneLedger(graceMs: number, now?: Date): Promise<number> {
     const keep = [...this.entries, ...this.choreEntries].map((entry) => entry.ledgerKey);
-    const rows = await deleteLedgerRowsExcept(this.database.db, this.namespace, keep);
+    const rows = await pruneLedgerRows(this.database.db, { namespace: this.namespace, keep, graceMs, now });
     this.events.pruned({ table: "schedule_state", rows });
     return rows;
+  }
+
+  /** Reports this process's schedule as running (src/db/sql/workers.ts), so the prune chore keeps its rows whoever runs it. */
+  reportSchedule(): Promise<void> {
+    return reportSchedule(this.database.db, this.scheduleReport());
+  }
+
+  /** This process's schedule as a version the prune chore must keep while it runs: its ledger keys (chores included) and their digest. */
+  scheduleReport(): ScheduleReport {
+    const ledgerKeys = [...new Set([...this.entries, ...this.choreEntries].map((entry) => entry.ledgerKey))].sort();
+    const digest = createHash("sha256").update(ledgerKeys.join("\n")).digest("hex");
+    return { namespace: this.namespace, digest, ledgerKeys };
   }
 
   /** The database clock and this namespace's ledger rows, by key. */

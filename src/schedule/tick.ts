@@ -1,11 +1,13 @@
 import type { Executor } from "../db/executor.js";
 import { diagnoseDatabaseError } from "../db/diagnose.js";
+import { isConnectionLoss } from "../db/health.js";
 import { runPass, type PassRow } from "../db/sql/ledger.js";
 import { isTransientDatabaseError, rootMessage } from "../db/transient.js";
 import { Backoff } from "../backoff.js";
 import { TickError, type TickPhase } from "../errors.js";
 import type { Logger } from "../log.js";
 import { redact } from "../redact.js";
+import { isCancelled, isLockTimeout, LOCK_WAIT_MS, lockedRow, quarantine, type LockedEntry } from "./deferrals.js";
 import { slotIdempotencyKey } from "./identity.js";
 import { candidateSlots, expectedDueSlot, fireTime, nextFireAfter, nextFireAt, planInstant, planPass, type FireMemo, type Plan } from "./plan.js";
 import type { ResolvedEntry } from "./validate.js";
@@ -25,8 +27,18 @@ export interface TickReport {
   readonly lostRace: SlotOutcome[];
   /** The slot was older than the catch-up window: the ledger moved on without firing. */
   readonly skippedStale: SlotOutcome[];
-  /** The entry's claim or job insert failed; its slot stays unclaimed and is retried after QUARANTINE_DEFERRAL_MS. */
-  readonly quarantined: (SlotOutcome & { readonly phase: TickPhase; readonly error: string })[];
+  /**
+   * The entry's claim or job insert failed; its slot stays unclaimed. The
+   * quarantine is in its ledger row: no replica tries it again before `until`
+   * (QUARANTINE_DEFERRAL_MS later); `count` failures in a row so far.
+   */
+  readonly quarantined: (SlotOutcome & { readonly phase: TickPhase; readonly error: string; readonly until: Date; readonly count: number })[];
+  /**
+   * Due entries whose ledger row another session held locked (a replica's
+   * pass in flight, an open transaction): skipped, not waited for, still due;
+   * tried again LOCKED_RETRY_MS later.
+   */
+  readonly locked: SlotOutcome[];
   /** Ledger values found in the future beyond tolerance, reset to `now`. */
   readonly repaired: { readonly identity: string; readonly key: string; readonly jobName: string; readonly from: Date; readonly to: Date }[];
   /** Ledger rows this pass created for entries seen for the first time. */
@@ -46,8 +58,13 @@ export interface TickOptions {
 /** What a pass remembers between passes; owned by the Scheduler (src/schedule/scheduler.ts). */
 export interface TickMemory {
   readonly memo: FireMemo;
-  /** Entries quarantined recently, with the instant before which they are left out of the pass. */
+  /**
+   * Entries left out of passes until an instant: a cache of the quarantines
+   * the ledger holds (as the passes read them), and locked rows' short wait.
+   */
   readonly deferred: Map<string, number>;
+  /** Entries found locked, since when, and when that was last logged as a warning. */
+  readonly locked: Map<string, { readonly sinceMs: number; warnedAtMs: number | undefined }>;
   /** Database clock minus local clock, as last observed; lets a pass pick its candidates before it reads `now()`. */
   clockOffsetMs: number | undefined;
 }
@@ -60,6 +77,8 @@ export interface TickContext {
   readonly namespace: string;
   readonly logger: Logger;
   readonly memory: TickMemory;
+  /** The pass statement's timeout (the executor cancels it), for the error that names it. */
+  readonly passTimeoutMs?: number;
 }
 
 /** How long a quarantined entry stays out of the pass before it is tried again. */
@@ -97,10 +116,23 @@ export async function runTick(context: TickContext, options: TickOptions = {}): 
       return { ...report, statements: context.statements.count - statementsBefore, attempts: attempt };
     } catch (error) {
       const phaseError = error instanceof PhaseError ? error : new PhaseError("pass", undefined, error);
+      if (isCancelled(phaseError.original)) {
+        // Not retried here: a statement stuck behind a lock would only be stuck again. The next pass tries.
+        const limit = context.passTimeoutMs === undefined ? "its time limit" : `its timeout (passTimeout, ${context.passTimeoutMs} ms)`;
+        throw new TickError(
+          phaseError.phase,
+          phaseError.entry,
+          phaseError.original,
+          attempt,
+          `the statement ran longer than ${limit} and was cancelled (transient: a lock held elsewhere, or an overloaded server)`,
+        );
+      }
       if (!isTransientDatabaseError(phaseError.original) || attempt > TICK_RETRIES) {
         throw new TickError(phaseError.phase, phaseError.entry, phaseError.original, attempt);
       }
-      context.logger.warn("tick hit a transient database error; retrying", { phase: phaseError.phase, attempt, error: redact(phaseError.message) });
+      // A lost database is logged once by whoever runs the ticks (src/db/health.ts); anything else here.
+      const log = isConnectionLoss(phaseError.original) ? context.logger.debug : context.logger.warn;
+      log.call(context.logger, "tick hit a transient database error; retrying", { phase: phaseError.phase, attempt, error: redact(phaseError.message) });
       await sleep(backoff.next());
     }
   }
@@ -124,47 +156,97 @@ async function tickOnce(context: TickContext, options: TickOptions): Promise<Omi
   return { now: new Date(nowMs), ...result, nextFireAt: next === null ? null : new Date(next) };
 }
 
-type PassResult = { -readonly [K in keyof Omit<TickReport, "now" | "nextFireAt" | "statements" | "attempts">]: TickReport[K] };
+export type PassResult = { -readonly [K in keyof Omit<TickReport, "now" | "nextFireAt" | "statements" | "attempts">]: TickReport[K] };
 
 function emptyResult(): PassResult {
-  return { enqueued: [], lostRace: [], skippedStale: [], quarantined: [], repaired: [], created: 0 };
+  return { enqueued: [], lostRace: [], skippedStale: [], quarantined: [], locked: [], repaired: [], created: 0 };
 }
 
 /**
- * The whole plan in one statement; if that fails for a reason other than the
+ * The plan's statement, which skips rows other sessions hold locked; then,
+ * for rows found locked that were not locked at the last pass, a second
+ * statement that waits for them up to LOCK_WAIT_MS. A row's lock usually
+ * belongs to another replica's pass in flight, which commits within
+ * milliseconds: waiting for it gives the answer the race deserves (lost, or
+ * this replica's claim if the other one lost too). A lock that outlasts the
+ * wait is someone else's (an open transaction): the entry is reported as
+ * locked and skipped until the lock goes, while every other entry has fired
+ * in the first statement.
+ */
+async function runPlan(context: TickContext, plan: Plan, into: PassResult, upcoming: { ms: number }): Promise<number> {
+  const { memory } = context;
+  const first = await runEntries(context, plan, plan.entries, into, upcoming, null);
+  const fresh = first.locked.filter(({ entry }) => !memory.locked.has(entry.ledgerKey));
+  for (const held of first.locked) if (memory.locked.has(held.entry.ledgerKey)) lockedRow(context, held, first.nowMs, into, upcoming);
+  if (fresh.length === 0) return first.nowMs;
+  const second = await runEntries(
+    context,
+    plan,
+    fresh.map(({ entry }) => entry),
+    into,
+    upcoming,
+    LOCK_WAIT_MS,
+  );
+  for (const held of second.locked) lockedRow(context, held, second.nowMs, into, upcoming);
+  return second.nowMs;
+}
+
+/**
+ * `entries` in one statement; if that fails for a reason other than the
  * connection, entry by entry, so one bad entry cannot stop the others. Each
  * statement is its own transaction: no BEGIN/COMMIT around it, because
  * postgres.js 3.4.9 crashes the process (an uncaught TypeError, porsager/postgres#1208)
  * when a connection drops inside `begin()`, as it does when PostgreSQL
  * restarts. A statement whose client dies while it runs is aborted by the
  * server (`client_connection_check_interval`, see src/db/connection.ts) or
- * completes whole: never a claim without its job.
+ * completes whole: never a claim without its job. `lockWaitMs` null: rows
+ * held by other sessions are skipped and returned as locked; a number: they
+ * are waited for that long, and the entries whose wait ran out come back locked.
  */
-async function runPlan(context: TickContext, plan: Plan, into: PassResult, upcoming: { ms: number }): Promise<number> {
+async function runEntries(
+  context: TickContext,
+  plan: Plan,
+  entries: readonly ResolvedEntry[],
+  into: PassResult,
+  upcoming: { ms: number },
+  lockWaitMs: number | null,
+): Promise<{ nowMs: number; locked: LockedEntry[] }> {
+  const locked: LockedEntry[] = [];
+  const lockTimedOut = (error: unknown) => lockWaitMs !== null && isLockTimeout(error);
   try {
-    return await runStatement(context, plan, plan.entries, into, upcoming);
+    return { nowMs: await runStatement(context, plan, entries, into, upcoming, locked, lockWaitMs), locked };
   } catch (error) {
+    if (lockTimedOut(error)) return { nowMs: planInstant(plan), locked: entries.map((entry) => ({ entry, slotMs: expectedDueSlot(entry, plan) })) };
     // A connection problem (refused, wrong password...) is no entry's fault: the pass fails, nothing is quarantined.
-    if (isTransientDatabaseError(error) || diagnoseDatabaseError(error) || plan.entries.length === 0) throw new PhaseError("pass", undefined, error);
+    if (isTransientDatabaseError(error) || diagnoseDatabaseError(error) || isCancelled(error) || entries.length === 0) throw new PhaseError("pass", undefined, error);
     context.logger.warn("tick statement failed; retrying entries one by one to isolate the failure", { error: redact(rootMessage(error)) });
   }
   let nowMs: number | undefined;
-  for (const entry of plan.entries) {
+  for (const entry of entries) {
     try {
-      nowMs = await runStatement(context, plan, [entry], into, upcoming);
+      nowMs = await runStatement(context, plan, [entry], into, upcoming, locked, lockWaitMs);
     } catch (error) {
-      if (isTransientDatabaseError(error) || diagnoseDatabaseError(error)) throw new PhaseError("enqueue", entry.identity, error);
-      quarantine(context, plan, entry, error, into);
+      if (lockTimedOut(error)) locked.push({ entry, slotMs: expectedDueSlot(entry, plan) });
+      else if (isTransientDatabaseError(error) || diagnoseDatabaseError(error) || isCancelled(error)) throw new PhaseError("enqueue", entry.identity, error);
+      else await quarantine(context, plan, entry, error, into);
     }
   }
-  return nowMs ?? planInstant(plan);
+  return { nowMs: nowMs ?? planInstant(plan), locked };
 }
 
-/** Runs the statement for `entries` and takes in its rows; returns the clock it read. */
-async function runStatement(context: TickContext, plan: Plan, entries: readonly ResolvedEntry[], into: PassResult, upcoming: { ms: number }): Promise<number> {
+/** Runs the statement for `entries` and takes in its rows; returns the clock it read. Rows found locked go to `locked`. */
+async function runStatement(
+  context: TickContext,
+  plan: Plan,
+  entries: readonly ResolvedEntry[],
+  into: PassResult,
+  upcoming: { ms: number },
+  locked: LockedEntry[],
+  lockWaitMs: number | null,
+): Promise<number> {
   const sentAtMs = Date.now();
-  const rows = await runPass(context.executor, passInput(context, plan, entries));
-  return absorb(context, plan, entries, rows, sentAtMs, into, upcoming);
+  const rows = await runPass(context.executor, { ...passInput(context, plan, entries), lockWaitMs });
+  return absorb(context, plan, entries, rows, sentAtMs, into, upcoming, locked);
 }
 
 /** The statement's arguments: each entry with what the process remembers of it, and every candidate slot. */
@@ -197,7 +279,7 @@ function passInput(context: TickContext, plan: Plan, entries: readonly ResolvedE
   };
 }
 
-function outcome(entry: ResolvedEntry, slotMs: number): SlotOutcome {
+export function outcome(entry: ResolvedEntry, slotMs: number): SlotOutcome {
   return { identity: entry.identity, key: entry.ledgerKey, jobName: entry.jobName, slot: new Date(slotMs) };
 }
 
@@ -210,6 +292,7 @@ function absorb(
   sentAtMs: number,
   into: PassResult,
   upcoming: { ms: number },
+  locked: LockedEntry[],
 ): number {
   const nowMs = rows[0]?.now_ms ?? plan.exactMs ?? sentAtMs;
   const { memory, logger } = context;
@@ -223,6 +306,15 @@ function absorb(
   for (const row of rows) {
     const entry = row.key === null ? undefined : byKey.get(row.key);
     if (entry === undefined) continue;
+    if (row.quarantined_until_ms !== null && row.quarantined_until_ms > nowMs) {
+      // Quarantined by this or another replica: every replica waits for the same instant.
+      memory.deferred.set(entry.ledgerKey, row.quarantined_until_ms);
+    }
+    if (row.locked) {
+      locked.push({ entry, slotMs: row.slot_ms ?? row.old_ms ?? nowMs });
+      continue;
+    }
+    memory.locked.delete(entry.ledgerKey);
     if (row.created_ms !== null) {
       into.created += 1;
       remember(entry, row.created_ms);
@@ -251,18 +343,4 @@ function absorb(
     }
   }
   return nowMs;
-}
-
-/** Leaves an entry whose statement failed out of the next passes for QUARANTINE_DEFERRAL_MS, and says so. */
-function quarantine(context: TickContext, plan: Plan, entry: ResolvedEntry, error: unknown, into: PassResult): void {
-  const quarantined = { ...outcome(entry, expectedDueSlot(entry, plan)), phase: "enqueue" as const, error: redact(rootMessage(error)) };
-  context.logger.error("schedule entry quarantined: its slot is deferred to a later pass", {
-    job: entry.jobName,
-    identity: entry.identity,
-    phase: quarantined.phase,
-    slot: quarantined.slot.toISOString(),
-    error: quarantined.error,
-  });
-  into.quarantined.push(quarantined);
-  context.memory.deferred.set(entry.ledgerKey, planInstant(plan) + QUARANTINE_DEFERRAL_MS);
 }

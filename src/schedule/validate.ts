@@ -35,6 +35,8 @@ export interface ResolvedEntry {
 
 export interface ResolveOptions {
   readonly namespace?: string;
+  /** The catch-up window of entries that set none (createCronledger's `catchUpWindow`); default 24 h. Floored like an entry's own. */
+  readonly catchUpWindowMs?: number;
   /** Reference instant for the never_matches look-ahead; defaults to the wall clock. */
   readonly now?: Date;
   /** Largest stored JSON of an entry's payload; default 1 MiB (see createCronledger's `maxPayloadBytes`). */
@@ -156,7 +158,7 @@ export function resolveSchedule(
     }
 
     let jitterMs = 0;
-    let catchUpWindowMs = DEFAULT_CATCH_UP_WINDOW_MS;
+    let catchUpWindowMs = Math.max(MIN_CATCH_UP_WINDOW_MS, options.catchUpWindowMs ?? DEFAULT_CATCH_UP_WINDOW_MS);
     try {
       jitterMs = entry.jitter === undefined ? 0 : parseDuration(entry.jitter, "jitter");
     } catch (error) {

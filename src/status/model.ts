@@ -1,10 +1,11 @@
+import type { LedgerRow } from "../db/sql/ledger.js";
 import type { ScheduleProblem } from "../errors.js";
+import { redact } from "../redact.js";
 import type { JobQueue } from "../jobs/queue.js";
 import type { Scheduler } from "../schedule/scheduler.js";
-import { QUARANTINE_DEFERRAL_MS } from "../schedule/tick.js";
 import type { ResolvedEntry } from "../schedule/validate.js";
 import { JOB_STATUSES, type JobStatus } from "../schema.js";
-import { entryHealth, slotToleranceMs, type EntryRun, type EntryState } from "./health.js";
+import { entryHealth, type EntryRun, type EntryState } from "./health.js";
 import type { EntryProblemTracker } from "./problems.js";
 import { loadEntryRuns } from "./runs.js";
 
@@ -26,6 +27,26 @@ export interface EntryProblem {
   readonly at: Date | null;
 }
 
+/** An entry's quarantine as its ledger row holds it: every replica defers the entry to `until`, and a successful claim clears it. */
+export interface EntryQuarantine {
+  /** No pass claims the entry before this instant. */
+  readonly until: Date;
+  /** The last failure, redacted and bounded. */
+  readonly reason: string;
+  /** Failures since the entry last fired. */
+  readonly count: number;
+  /** When this run of failures began. */
+  readonly since: Date | null;
+}
+
+/** Ready jobs of one name that no live worker can run: none serving their queue has registered their name. */
+export interface WaitingForWorkerStatus {
+  readonly jobName: string;
+  readonly count: number;
+  /** When the oldest of them became ready. */
+  readonly oldestSince: Date;
+}
+
 export interface EntryStatus {
   readonly identity: string;
   readonly key: string;
@@ -44,6 +65,8 @@ export interface EntryStatus {
   readonly latestRun: EntryRun | null;
   /** One of cronledger's own chores (`cronledger.reap`, `cronledger.prune`), not an entry of the app's schedule. */
   readonly chore: boolean;
+  /** Null unless the entry's ledger row is quarantined (its statement failed; shown by every replica's admin). */
+  readonly quarantine: EntryQuarantine | null;
   readonly problems: readonly EntryProblem[];
 }
 
@@ -70,6 +93,11 @@ export interface SchedulerStatus {
   readonly queues: Readonly<Record<string, Readonly<Record<string, number>>>>;
   /** Job counts by status over all queues; every status is present. */
   readonly totals: Readonly<Record<JobStatus, number>>;
+  /**
+   * Ready jobs waiting for a worker that knows them, by job name: a rolling
+   * deploy's new jobs until its workers are up, or jobs no deployed code has.
+   */
+  readonly waitingForWorker: readonly WaitingForWorkerStatus[];
 }
 
 export interface StatusSources {
@@ -86,12 +114,15 @@ export async function buildStatus(sources: StatusSources): Promise<SchedulerStat
   const { scheduler } = sources;
   const listedEntries = [...scheduler.entries, ...(sources.chores ? scheduler.choreEntries : [])];
   const ledgerRead = scheduler.ledger().then((read) => (sources.now === undefined ? read : { ...read, nowMs: sources.now.getTime() }));
-  const [ledger, queues, latest] = await Promise.all([
+  const [ledger, queues, latest, waiting] = await Promise.all([
     ledgerRead,
     sources.queue.counts(),
     // The newest run of every entry (one row each): what its health is decided on.
     loadEntryRuns(sources.queue, listedEntries, 1, ledgerRead.then((read) => read.nowMs)),
+    // Job names whose ready jobs no live worker knows (the registry of workers, src/db/sql/workers.ts).
+    sources.queue.waitingForWorker(),
   ]);
+  const unknownToWorkers = new Set(waiting.map((row) => row.jobName));
   // Per identity: load-time warnings, then what recent ticks saw.
   const loadProblems = new Map<string, EntryProblem[]>();
   const tickProblems = new Map<string, EntryProblem[]>();
@@ -109,11 +140,8 @@ export async function buildStatus(sources: StatusSources): Promise<SchedulerStat
     if (warning.identity !== undefined && known.has(warning.identity)) add(loadProblems, warning.identity, problem);
     else unattached.push({ identity: warning.identity ?? null, jobName: warning.jobName ?? null, invalidIndex: null, problems: [problem] });
   }
-  const quarantined = new Map<string, { until: Date; reason: string }>();
   for (const recent of sources.problems.recent()) {
     if (known.has(recent.identity)) add(tickProblems, recent.identity, { code: recent.code, severity: recent.severity, message: recent.message, at: recent.at });
-    // Until quarantine lives in the ledger row, this process's own ticks are what knows it.
-    if (recent.code === "quarantined") quarantined.set(recent.identity, { until: new Date(recent.at.getTime() + QUARANTINE_DEFERRAL_MS), reason: recent.message });
   }
   const invalid: BrokenEntry[] = scheduler.invalid.map((entry) => ({
     identity: entry.identity,
@@ -125,6 +153,7 @@ export async function buildStatus(sources: StatusSources): Promise<SchedulerStat
   const view = (entry: ResolvedEntry, chore: boolean): EntryStatus => {
     const row = ledger.rows.get(entry.ledgerKey);
     const slotMs = row?.slot_ms;
+    const quarantine = quarantineOf(row);
     const next = entry.calendar.nextMs(Math.max(slotMs ?? 0, ledger.nowMs));
     const latestRun = latest.get(entry.ledgerKey)?.[0] ?? null;
     const health = entryHealth({
@@ -133,8 +162,8 @@ export async function buildStatus(sources: StatusSources): Promise<SchedulerStat
       calendar: entry.calendar,
       jitterMs: entry.jitterMs,
       latestRun,
-      quarantine: quarantined.get(entry.identity) ?? null,
-      waitingForWorker: waitingSince(latestRun, entry, ledger.nowMs),
+      quarantine,
+      waitingForWorker: unknownToWorkers.has(entry.jobName) ? waitingSince(latestRun, ledger.nowMs) : null,
     });
     const loaded = loadProblems.get(entry.identity) ?? [];
     const noNextRun =
@@ -154,7 +183,8 @@ export async function buildStatus(sources: StatusSources): Promise<SchedulerStat
       reason: health.reason,
       latestRun,
       chore,
-      problems: [...loaded, ...noNextRun, ...(tickProblems.get(entry.identity) ?? [])],
+      quarantine,
+      problems: [...loaded, ...noNextRun, ...(quarantine === null ? [] : [quarantineProblem(quarantine)]), ...(tickProblems.get(entry.identity) ?? [])],
     };
   };
   const entries = listed.map(({ entry, chore }) => view(entry, chore));
@@ -173,18 +203,39 @@ export async function buildStatus(sources: StatusSources): Promise<SchedulerStat
     invalid,
     queues,
     totals: totalsOf(queues),
+    waitingForWorker: waiting.map((row) => ({ jobName: row.jobName, count: row.count, oldestSince: row.oldestSince })),
+  };
+}
+
+function quarantineOf(row: LedgerRow | undefined): EntryQuarantine | null {
+  if (row === undefined || row.quarantined_until_ms === null) return null;
+  return {
+    until: new Date(row.quarantined_until_ms),
+    reason: redact(row.quarantine_reason ?? "(no reason recorded)"),
+    count: row.quarantine_count,
+    since: row.quarantined_since_ms === null ? null : new Date(row.quarantined_since_ms),
+  };
+}
+
+/** A quarantined entry is broken, in every replica's status: the problem carries the ledger's reason. */
+function quarantineProblem(quarantine: EntryQuarantine): EntryProblem {
+  const times = quarantine.count === 1 ? "once" : `${quarantine.count} times`;
+  return {
+    code: "quarantined",
+    severity: "error",
+    message: `failed ${times}; deferred until ${quarantine.until.toISOString()}: ${quarantine.reason}`,
+    at: quarantine.since,
   };
 }
 
 /**
- * Whether the entry's newest run waits for a worker, judged from the job row
- * alone: queued, due, and not claimed for longer than the entry's tolerance.
- * (A registry of live workers would tell which job names any worker knows.)
+ * Since when the entry's newest run has waited for a worker that knows its
+ * job: it is queued and due, and no live worker registers its job name
+ * (checked by the caller).
  */
-function waitingSince(run: EntryRun | null, entry: ResolvedEntry, nowMs: number): { since: Date } | null {
+function waitingSince(run: EntryRun | null, nowMs: number): { since: Date } | null {
   if (run === null || (run.kind !== "queued" && run.kind !== "retrying")) return null;
-  const readyMs = run.runAt.getTime();
-  return nowMs - readyMs >= slotToleranceMs(entry.calendar, run.scheduledFor.getTime()) ? { since: run.runAt } : null;
+  return run.runAt.getTime() <= nowMs ? { since: run.runAt } : null;
 }
 
 function totalsOf(queues: Readonly<Record<string, Readonly<Record<string, number>>>>): Record<JobStatus, number> {

@@ -1,26 +1,24 @@
 import type { CronledgerHooks } from "../events.js";
-import type { TickPhase } from "../errors.js";
 import type { TickReport } from "../schedule/tick.js";
-import { redact } from "../redact.js";
 
-/** Something a recent tick found wrong with one entry, until a later tick handles that entry's slot normally. */
+/** Something a recent tick of this process found wrong with one entry, until a later tick handles that entry's slot normally. */
 export interface RecentEntryProblem {
-  readonly code: "quarantined" | "repaired";
-  readonly severity: "error" | "warning";
+  readonly code: "repaired";
+  readonly severity: "warning";
   readonly identity: string;
   readonly key: string;
   readonly jobName: string;
   readonly message: string;
-  readonly phase?: TickPhase;
-  readonly slot?: Date;
   /** The tick time at which it was seen. */
   readonly at: Date;
 }
 
 /**
- * Remembers entries that recent ticks quarantined or repaired, so the admin
- * status can list them as broken. An entry drops off as soon as a tick
- * enqueues, skips or loses a race for one of its slots: it works again.
+ * Remembers entries whose ledger value recent ticks of this process found in
+ * the future and repaired, so the admin status can warn about them. An entry
+ * drops off as soon as a tick enqueues, skips or loses a race for one of its
+ * slots. Quarantines are not kept here: they live in the ledger row, where
+ * every replica and every admin sees them (src/status/model.ts).
  */
 export class EntryProblemTracker {
   private readonly problems = new Map<string, RecentEntryProblem>();
@@ -37,16 +35,6 @@ export class EntryProblemTracker {
         code: "repaired",
         severity: "warning",
         message: `ledger value ${repair.from.toISOString()} was in the future; repaired to ${repair.to.toISOString()}`,
-      });
-    }
-    for (const quarantine of report.quarantined) {
-      this.problems.set(quarantine.key, {
-        ...seen(quarantine),
-        code: "quarantined",
-        severity: "error",
-        message: `slot ${quarantine.slot.toISOString()} could not be enqueued (phase ${quarantine.phase}): ${redact(quarantine.error)}`,
-        phase: quarantine.phase,
-        slot: quarantine.slot,
       });
     }
   }

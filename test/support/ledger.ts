@@ -46,7 +46,7 @@ export async function createTestStore(backend: Backend, label: string): Promise<
     return database;
   })();
   const database = await embedded;
-  await query(database.db, sql`truncate cronledger.jobs, cronledger.schedule_state`);
+  await query(database.db, sql`truncate cronledger.jobs, cronledger.schedule_state, cronledger.workers, cronledger.schedule_versions`);
   return {
     backend,
     async open(options = {}) {

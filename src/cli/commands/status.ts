@@ -65,6 +65,14 @@ function describeStatus(report: SchedulerStatus, where: (index: number | null) =
     for (const problem of entry.problems) lines.push(`  error [${problem.code}] ${problem.message}${where(entry.invalidIndex)}`);
   }
   for (const warning of report.warnings) lines.push(`warning [${warning.code}] ${warning.message}`);
+  for (const entry of report.entries) {
+    if (entry.quarantine === null) continue;
+    lines.push(`quarantined ${entry.jobName} (${entry.identity}) until ${entry.quarantine.until.toISOString()}, ${plural(entry.quarantine.count, "failure")}: ${entry.quarantine.reason}`);
+  }
+  if (report.waitingForWorker.length > 0) {
+    lines.push("", "Waiting for a worker that knows them (no running worker serving their queue has registered them):");
+    for (const row of report.waitingForWorker) lines.push(`  ${row.jobName}: ${plural(row.count, "job")}, oldest ready since ${row.oldestSince.toISOString()}`);
+  }
   const queues = Object.entries(report.queues);
   lines.push("", queues.length === 0 ? "No jobs yet." : "Jobs by queue and status:");
   for (const [queue, counts] of queues) {

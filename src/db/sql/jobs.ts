@@ -4,6 +4,7 @@ import { LeaseExpiredError } from "../../errors.js";
 import { jobs } from "../../schema.js";
 import { query, type Executor } from "../executor.js";
 import { array, clock, epochMicrosText, epochMs, milliseconds, name } from "./fragments.js";
+import { registerWorker, type WorkerRegistration } from "./workers.js";
 
 /**
  * Every statement on `cronledger.jobs`. Each is written against the table
@@ -132,37 +133,58 @@ export interface ClaimedJob {
 export interface ClaimRequest {
   readonly workerId: string;
   readonly queues: readonly string[];
+  /** The job names the worker can run: a job of any other name is left for a worker that knows it. */
+  readonly jobNames: readonly string[];
   /** Most rows to claim. */
   readonly limit: number;
+  /**
+   * cronledger's chores, claimed ahead of the ordinary jobs and on top of
+   * `limit` (the worker runs them outside its slots), so no backlog and no
+   * long job can starve the reaper.
+   */
+  readonly chores?: { readonly queue: string; readonly jobNames: readonly string[]; readonly limit: number } | undefined;
   /** Judge readiness at this instant instead of the database clock (tests). */
   readonly now?: Date | undefined;
 }
 
 /**
- * Claims up to `limit` ready jobs of the given queues for `workerId`, in
- * priority then run_at order across the queues. Each queue is read through
- * jobs_ready_idx by its own lateral subquery (one index range scan each,
- * whatever the other queues hold) and its rows are locked with SKIP LOCKED,
- * so concurrent workers never wait on each other or claim the same row.
+ * Claims up to `limit` ready jobs of the given queues and names for
+ * `workerId`, in priority then run_at order across the queues, plus any
+ * ready chores. Each queue is read through jobs_ready_idx by its own
+ * lateral subquery (one index range scan each, whatever the other queues
+ * hold; names the worker does not know are filtered on the way, so a
+ * backlog of them ahead in the queue costs a longer scan, not a wrong
+ * claim) and its rows are locked with SKIP LOCKED, so concurrent workers
+ * never wait on each other or claim the same row.
  */
 export async function claimJobs(executor: Executor, request: ClaimRequest): Promise<ClaimedJob[]> {
-  const ready = sql`
+  const ready = (queue: SQL, names: readonly string[], limit: number) => sql`
     select ${jobs.id} as id, ${jobs.priority} as priority, ${jobs.runAt} as run_at from ${jobs}
-    where ${jobs.queue} = q.name and ${jobs.status} = 'queued' and ${jobs.runAt} <= ${clock(request.now)}
+    where ${jobs.queue} = ${queue} and ${jobs.status} = 'queued' and ${jobs.runAt} <= ${clock(request.now)}
+      and ${jobs.jobName} = any(${array(names, "text")})
     order by ${jobs.priority}, ${jobs.runAt}, ${jobs.id}
-    limit ${request.limit}
+    limit ${limit}
     for update skip locked`;
+  const ordinary =
+    request.limit > 0 && request.jobNames.length > 0
+      ? sql`array(
+          select c.id from unnest(${array(request.queues, "text")}) as q(name)
+          cross join lateral (${ready(sql`q.name`, request.jobNames, request.limit)}) c
+          order by c.priority, c.run_at, c.id
+          limit ${request.limit}
+        )`
+      : sql`array[]::bigint[]`;
+  const { chores } = request;
+  const claimed =
+    chores === undefined || chores.jobNames.length === 0 || chores.limit <= 0
+      ? ordinary
+      : sql`array(select id from (${ready(sql`${chores.queue}`, chores.jobNames, chores.limit)}) as chores) || ${ordinary}`;
   return query<ClaimedJob>(
     executor,
     sql`update ${jobs} as j
         set ${name(jobs.status)} = 'running', ${name(jobs.attempts)} = ${j.attempts} + 1, ${name(jobs.lockedBy)} = ${request.workerId},
             ${name(jobs.heartbeatAt)} = now(), ${name(jobs.startedAt)} = now()
-        where ${j.id} = any(array(
-          select c.id from unnest(${array(request.queues, "text")}) as q(name)
-          cross join lateral (${ready}) c
-          order by c.priority, c.run_at, c.id
-          limit ${request.limit}
-        ))
+        where ${j.id} = any(${claimed})
         returning ${j.id}::float8 as "id", ${j.jobName} as "jobName", ${j.queue} as "queue", ${j.payload}::text as "payload",
           ${j.priority} as "priority", ${epochMs(j.runAt)} as "runAtMs", ${j.attempts} as "attempts", ${j.maxAttempts} as "maxAttempts",
           ${epochMs(j.scheduledFor)} as "scheduledForMs", ${j.scheduleKey} as "scheduleKey", ${j.retryPolicy}::text as "retryPolicy"`,
@@ -215,14 +237,16 @@ export async function completeJobs(executor: Executor, workerId: string, rows: r
 
 /**
  * Refreshes the heartbeat of the given jobs that this worker still holds and
- * returns those ids; a missing id means the reaper took the job back.
+ * returns those ids; a missing id means the reaper took the job back. The
+ * same statement refreshes (or restores) the worker's row in the registry
+ * (src/db/sql/workers.ts), so it is sent even when the worker holds nothing.
  */
-export async function heartbeatJobs(executor: Executor, workerId: string, ids: readonly number[]): Promise<Set<number>> {
-  if (ids.length === 0) return new Set();
+export async function heartbeatJobs(executor: Executor, worker: WorkerRegistration, ids: readonly number[]): Promise<Set<number>> {
   const rows = await query<{ id: number }>(
     executor,
-    sql`update ${jobs} set ${name(jobs.heartbeatAt)} = now()
-        where ${jobs.id} = any(${array(ids, "bigint")}) and ${jobs.lockedBy} = ${workerId} and ${jobs.status} = 'running'
+    sql`with registered as (${registerWorker(worker)})
+        update ${jobs} set ${name(jobs.heartbeatAt)} = now()
+        where ${jobs.id} = any(${array(ids, "bigint")}) and ${jobs.lockedBy} = ${worker.id} and ${jobs.status} = 'running'
         returning ${jobs.id}::float8 as id`,
   );
   return new Set(rows.map((row) => row.id));
@@ -246,14 +270,19 @@ export interface ReapCounts {
  * and one without fails terminally; last_error is a LeaseExpiredError naming
  * the worker that went quiet. Served by jobs_running_heartbeat_idx; queues
  * that regain jobs are notified.
+ *
+ * The lease also counts from the server's own start: while PostgreSQL was
+ * down nobody could heartbeat, so after a restart every worker gets a whole
+ * lease to reconnect and beat before any of its jobs is taken back.
  */
 export async function reapStaleJobs(executor: Executor, leaseMs: number, now?: Date): Promise<ReapCounts> {
   const exhausted = sql`${j.attempts} >= ${j.maxAttempts}`;
+  const cutoff = sql`${clock(now)} - ${milliseconds(leaseMs)}`;
   const rows = await query<{ status: string; job_name: string; n: number }>(
     executor,
     sql`with stale as (
           select ${jobs.id} as id from ${jobs}
-          where ${jobs.status} = 'running' and ${jobs.heartbeatAt} < ${clock(now)} - ${milliseconds(leaseMs)}
+          where ${jobs.status} = 'running' and ${jobs.heartbeatAt} < ${cutoff} and pg_postmaster_start_time() < ${cutoff}
           for update skip locked
         ), reaped as (
           update ${jobs} as j set

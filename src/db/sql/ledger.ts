@@ -1,8 +1,8 @@
 import { sql } from "drizzle-orm";
 import { alias } from "drizzle-orm/pg-core";
-import { scheduleState } from "../../schema.js";
+import { scheduleState, scheduleVersions } from "../../schema.js";
 import { query, type Executor } from "../executor.js";
-import { array, clock, epochMs, name } from "./fragments.js";
+import { array, clock, epochMs, milliseconds, name } from "./fragments.js";
 import { jobInsertCtes } from "./jobs.js";
 
 /**
@@ -47,6 +47,13 @@ export interface PassInput {
   readonly futureToleranceMs: number;
   readonly entries: readonly PassEntry[];
   readonly slots: readonly PassSlot[];
+  /**
+   * Null: rows another session holds are skipped (and reported as locked).
+   * A number: they are waited for, up to this many milliseconds (PostgreSQL's
+   * lock_timeout, set for this statement alone), after which the statement
+   * fails with SQLSTATE 55P03.
+   */
+  readonly lockWaitMs?: number | null;
 }
 
 /** One row per entry of the pass (one row with a null key when it had none). */
@@ -60,6 +67,10 @@ export interface PassRow {
   created_ms: number | null;
   repaired: boolean;
   job_id: number | null;
+  /** The row was to be written (a due slot or a repair) but another session held its lock: skipped, still due. */
+  locked: boolean;
+  /** The ledger's quarantine of the entry, when it has one: no pass claims it before this instant. */
+  quarantined_until_ms: number | null;
 }
 
 /**
@@ -72,6 +83,13 @@ export interface PassRow {
  * insert. Every step sees the same snapshot, and a replica that claimed
  * first makes the guard fail (0 rows: a lost race). A statement is atomic:
  * a crash leaves the claim and its job, or neither.
+ *
+ * Contention: only the rows the statement will write (due slots and
+ * repairs) are locked, with SKIP LOCKED, so a row another session holds
+ * (an open transaction, a replica's statement in flight) never stalls the
+ * others: it comes back as `locked`, unwritten and still due. Quarantine:
+ * an entry whose row is quarantined until later is not claimed, and a claim
+ * clears the quarantine.
  */
 export async function runPass(executor: Executor, input: PassInput): Promise<PassRow[]> {
   const truncatedNow = sql`date_trunc('milliseconds', ${clock(input.exactNow)})`;
@@ -80,7 +98,7 @@ export async function runPass(executor: Executor, input: PassInput): Promise<Pas
     return query<PassRow>(
       executor,
       sql`select ${epochMs(truncatedNow)} as now_ms, null as key, null as old_ms, null as slot_ms, null as stale,
-            false as claimed, null as created_ms, false as repaired, null as job_id`,
+            false as claimed, null as created_ms, false as repaired, null as job_id, false as locked, null as quarantined_until_ms`,
     );
   }
   const entry = <K extends keyof PassEntry>(key: K) => sql.param(input.entries.map((row) => row[key]));
@@ -88,13 +106,17 @@ export async function runPass(executor: Executor, input: PassInput): Promise<Pas
   const knownStart = sql.param(input.entries.map((row) => (row.knownLedgerMs === null ? null : new Date(row.knownLedgerMs).toISOString())));
   const slotAt = sql.param(input.slots.map((row) => new Date(row.slotMs).toISOString()));
   const ledgerMs = epochMs(s.lastEnqueuedSlot);
+  const lockWaitMs = input.lockWaitMs ?? null;
+  // set_config(..., true) lasts until the end of this statement's own transaction; the join makes it run before any row is locked.
+  const lockWait =
+    lockWaitMs === null ? sql`` : sql`cross join (select set_config('lock_timeout', ${String(Math.max(1, Math.round(lockWaitMs)))}, true)) as lock_wait`;
   return query<PassRow>(
     executor,
     sql`
     with clock as (
       select t as now, ${epochMs(sql`t`)} as now_ms from (select ${truncatedNow} as t) as c
     ), entry as (
-      select e.*, ${ledgerMs} as old_ms
+      select e.*, ${ledgerMs} as old_ms, ${epochMs(s.quarantinedUntil)} as quarantined_until_ms
       from unnest(
         ${entry("key")}::text[], ${entry("jobName")}::text[], ${entry("catchUpWindowMs")}::float8[], ${knownStart}::text[],
         ${entry("queue")}::text[], ${entry("payloadJson")}::text[], ${entry("priority")}::int[], ${entry("maxAttempts")}::int[]
@@ -112,7 +134,17 @@ export async function runPass(executor: Executor, input: PassInput): Promise<Pas
         and e.old_ms <= clock.now_ms + ${input.futureToleranceMs}::float8
         and c.fire_ms <= clock.now_ms
         and c.slot_ms > e.old_ms
+        and (e.quarantined_until_ms is null or e.quarantined_until_ms <= clock.now_ms)
       order by c.key, c.slot_ms desc
+    ), corrupt as (
+      -- The clock as a scalar, so the filter picks the few corrupt rows before any join instead of after it.
+      select e.key, e.old_ms from entry e where e.old_ms > (select now_ms from clock) + ${input.futureToleranceMs}::float8
+    ), locked as (
+      -- Only the rows this statement writes. One another session holds is reported, not waited for (or waited for briefly).
+      select ${s.key} as key from ${scheduleState} as s
+      ${lockWait}
+      where ${s.key} = any(array(select key from due union all select key from corrupt))
+      for update of s ${lockWaitMs === null ? sql`skip locked` : sql``}
     ), created as (
       insert into ${scheduleState} (${name(scheduleState.key)}, ${name(scheduleState.namespace)}, ${name(scheduleState.jobName)}, ${name(scheduleState.lastEnqueuedSlot)})
       select e.key, ${input.namespace}, e.job_name, coalesce(e.start_at::timestamptz, clock.now)
@@ -122,13 +154,14 @@ export async function runPass(executor: Executor, input: PassInput): Promise<Pas
       returning ${name(scheduleState.key)} as key, ${epochMs(scheduleState.lastEnqueuedSlot)} as ms
     ), repaired as (
       update ${scheduleState} as s set ${name(scheduleState.lastEnqueuedSlot)} = (select now from clock), ${name(scheduleState.updatedAt)} = now()
-      from entry e
-      -- The clock as a scalar, so the filter picks the few corrupt rows before the join instead of after it.
-      where ${s.key} = e.key and e.old_ms > (select now_ms from clock) + ${input.futureToleranceMs}::float8 and ${ledgerMs} = e.old_ms
+      from corrupt r join locked l on l.key = r.key
+      where ${s.key} = r.key and ${ledgerMs} = r.old_ms
       returning ${s.key} as key
     ), claimed as (
-      update ${scheduleState} as s set ${name(scheduleState.lastEnqueuedSlot)} = d.slot_at::timestamptz, ${name(scheduleState.updatedAt)} = now()
-      from due d
+      update ${scheduleState} as s set ${name(scheduleState.lastEnqueuedSlot)} = d.slot_at::timestamptz, ${name(scheduleState.updatedAt)} = now(),
+        ${name(scheduleState.quarantinedUntil)} = null, ${name(scheduleState.quarantineReason)} = null,
+        ${name(scheduleState.quarantineCount)} = 0, ${name(scheduleState.quarantinedSince)} = null
+      from due d join locked l on l.key = d.key
       where ${s.key} = d.key and ${ledgerMs} = d.old_ms
       returning ${s.key} as key
     ), ${jobInsertCtes(sql`
@@ -136,10 +169,13 @@ export async function runPass(executor: Executor, input: PassInput): Promise<Pas
       from claimed cl join due d on d.key = cl.key join entry e on e.key = cl.key cross join clock
       where not d.stale`)}
     select clock.now_ms, e.key, e.old_ms, d.slot_ms, d.stale, cl.key is not null as claimed, cr.ms as created_ms,
-      rp.key is not null as repaired, i.id::float8 as job_id
+      rp.key is not null as repaired, i.id::float8 as job_id,
+      (d.key is not null or co.key is not null) and l.key is null as locked, e.quarantined_until_ms
     from clock cross join notified
     left join entry e on true
     left join due d on d.key = e.key
+    left join corrupt co on co.key = e.key
+    left join locked l on l.key = e.key
     left join claimed cl on cl.key = e.key
     left join created cr on cr.key = e.key
     left join repaired rp on rp.key = e.key
@@ -153,6 +189,10 @@ export interface LedgerRow {
   created_ms: number;
   /** False while the row holds the value it was created with: no slot was handled (claimed, skipped or repaired) since. */
   handled: boolean;
+  quarantined_until_ms: number | null;
+  quarantine_reason: string | null;
+  quarantine_count: number;
+  quarantined_since_ms: number | null;
 }
 
 /** The ledger rows of a namespace: what the status shows. */
@@ -160,19 +200,88 @@ export async function ledgerRows(executor: Executor, namespace: string): Promise
   return query<LedgerRow>(
     executor,
     sql`select ${scheduleState.key} as key, ${epochMs(scheduleState.lastEnqueuedSlot)} as slot_ms, ${epochMs(scheduleState.createdAt)} as created_ms,
-               ${scheduleState.updatedAt} <> ${scheduleState.createdAt} as handled
+          ${scheduleState.updatedAt} <> ${scheduleState.createdAt} as handled,
+          ${epochMs(scheduleState.quarantinedUntil)} as quarantined_until_ms, ${scheduleState.quarantineReason} as quarantine_reason,
+          ${scheduleState.quarantineCount} as quarantine_count, ${epochMs(scheduleState.quarantinedSince)} as quarantined_since_ms
         from ${scheduleState} where ${scheduleState.namespace} = ${namespace}`,
   );
 }
 
-/** Deletes the ledger rows of `namespace` whose key is not in `keep`; returns how many went. */
-export async function deleteLedgerRowsExcept(executor: Executor, namespace: string, keep: readonly string[]): Promise<number> {
+export interface QuarantineInput {
+  readonly namespace: string;
+  readonly key: string;
+  readonly jobName: string;
+  /** The pass's clock: `tick({ now })`'s instant, or null for the database clock. */
+  readonly exactNow: Date | null;
+  /** For a row that vanished: the ledger value the process last saw (else the clock). */
+  readonly knownLedgerMs: number | null;
+  readonly deferralMs: number;
+  /** Already redacted and bounded. */
+  readonly reason: string;
+}
+
+/**
+ * Records in the entry's ledger row that its statement failed: no pass (of
+ * any replica) claims it before `quarantined_until`. A quarantine that is
+ * still running keeps its instant, so replicas failing the same entry at
+ * the same time all retry it together; every failure counts. A missing row
+ * is created (at the value the process last saw, else now). Returns the
+ * instant and the count stored.
+ */
+export async function quarantineEntry(executor: Executor, input: QuarantineInput): Promise<{ until_ms: number; count: number } | undefined> {
+  const now = clock(input.exactNow);
+  const start = input.knownLedgerMs === null ? now : sql`${new Date(input.knownLedgerMs).toISOString()}::timestamptz`;
+  const [row] = await query<{ until_ms: number; count: number }>(
+    executor,
+    sql`insert into ${scheduleState} as s (${name(scheduleState.key)}, ${name(scheduleState.namespace)}, ${name(scheduleState.jobName)},
+          ${name(scheduleState.lastEnqueuedSlot)}, ${name(scheduleState.quarantinedUntil)}, ${name(scheduleState.quarantineReason)},
+          ${name(scheduleState.quarantineCount)}, ${name(scheduleState.quarantinedSince)})
+        values (${input.key}, ${input.namespace}, ${input.jobName}, ${start}, ${now} + ${milliseconds(input.deferralMs)}, ${input.reason}, 1, ${now})
+        on conflict (${name(scheduleState.key)}) do update set
+          ${name(scheduleState.quarantinedUntil)} = case when ${s.quarantinedUntil} > ${now} then ${s.quarantinedUntil} else excluded.${name(scheduleState.quarantinedUntil)} end,
+          ${name(scheduleState.quarantineReason)} = excluded.${name(scheduleState.quarantineReason)},
+          ${name(scheduleState.quarantineCount)} = ${s.quarantineCount} + 1,
+          ${name(scheduleState.quarantinedSince)} = coalesce(${s.quarantinedSince}, excluded.${name(scheduleState.quarantinedSince)}),
+          ${name(scheduleState.updatedAt)} = now()
+        returning ${epochMs(sql`${s.quarantinedUntil}`)} as until_ms, ${s.quarantineCount} as count`,
+  );
+  return row;
+}
+
+export interface LedgerPrune {
+  readonly namespace: string;
+  /** The pruning process's own ledger keys: live whatever the registry says. */
+  readonly keep: readonly string[];
+  readonly graceMs: number;
+  /** Judge the grace at this instant instead of the database clock (tests). */
+  readonly now?: Date | undefined;
+}
+
+/**
+ * Deletes the ledger rows of a namespace that no process has evaluated for
+ * the grace: rows no pass has written (`updated_at`) within it, whose key no
+ * schedule reported within it (schedule_versions) and that are not the
+ * caller's own. Rows another session holds are left for the next prune.
+ * Versions not reported within the grace go too. Returns the ledger rows deleted.
+ */
+export async function pruneLedgerRows(executor: Executor, prune: LedgerPrune): Promise<number> {
+  const cutoff = sql`${clock(prune.now)} - ${milliseconds(prune.graceMs)}`;
   const [row] = await query<{ n: number }>(
     executor,
-    sql`with deleted as (
-          delete from ${scheduleState}
-          where ${scheduleState.namespace} = ${namespace} and not (${scheduleState.key} = any(${array(keep, "text")}))
-          returning 1
+    sql`with reported as (
+          select unnest(${scheduleVersions.ledgerKeys}) as key from ${scheduleVersions}
+          where ${scheduleVersions.namespace} = ${prune.namespace} and ${scheduleVersions.reportedAt} >= ${cutoff}
+          union
+          select unnest(${array(prune.keep, "text")})
+        ), doomed as (
+          select ${s.key} as key from ${scheduleState} as s
+          where ${s.namespace} = ${prune.namespace} and ${s.updatedAt} < ${cutoff}
+            and not exists (select 1 from reported r where r.key = ${s.key})
+          for update skip locked
+        ), deleted as (
+          delete from ${scheduleState} as s using doomed where ${s.key} = doomed.key returning 1
+        ), forgotten as (
+          delete from ${scheduleVersions} where ${scheduleVersions.namespace} = ${prune.namespace} and ${scheduleVersions.reportedAt} < ${cutoff}
         )
         select count(*)::int as n from deleted`,
   );
