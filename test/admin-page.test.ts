@@ -91,8 +91,8 @@ describe("the Schedule page in headless Chromium", () => {
     const page = await browser.newPage();
     await page.goto(`${fixture.server.url}/admin/scheduler`);
     const sync = page.locator("#entries tr", { hasText: "inventory.sync" });
-    expect(await sync.locator(".badge.error").innerText()).toBe("quarantined");
-    expect(await sync.locator(".badge.error").getAttribute("title")).toMatch(/^until \S+, 1 failure\(s\)$/);
+    expect(await sync.locator(".badge.state-quarantined").innerText()).toBe("quarantined");
+    expect(await sync.locator(".reason").innerText()).toMatch(/^left out of scheduler passes until \d{4}-\d\d-\d\dT\S+: /);
     const waiting = page.locator("#waiting-for-worker tbody tr", { hasText: "ghost.waiting" });
     expect(await waiting.count()).toBe(1);
     expect(await waiting.locator("td.num").innerText()).toBe("1");

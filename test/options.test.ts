@@ -29,7 +29,7 @@ describe("createCronledger options", () => {
     expect(resolveCronledgerOptions({ chores: false }).chores.when).toBe("never");
     expect(resolveCronledgerOptions({ chores: { ledgerGrace: "2d", failUnregisteredAfter: false } }).chores).toMatchObject({ ledgerGraceMs: 2 * 86_400_000, failUnregisteredAfterMs: false });
     expect(resolveCronledgerOptions({ catchUpWindow: "1h", passTimeout: "3s" })).toMatchObject({ catchUpWindowMs: 3_600_000, passTimeoutMs: 3_000 });
-    expect(() => resolveCronledgerOptions({ passTimeout: 0 })).toThrow(/passTimeout must be at least 1 ms/);
+    expect(() => resolveCronledgerOptions({ passTimeout: 0 })).toThrow(/passTimeout: must be at least 1 ms/);
     expect(resolveCronledgerOptions({ chores: true }).chores.when).toBe("always");
   });
 

@@ -80,6 +80,8 @@ describe("a rolling deploy: two versions side by side, then the old one stops", 
     const live = new Set<string>(["A"]);
     let aStoppedAt: number | undefined;
     let lastEvaluatedMs: number | undefined;
+    /** The earliest last evaluation among A's retired rows (the removed and the retimed entry): no prune may come before it plus the grace. */
+    let retiredEvaluatedMs: number | undefined;
     let removedSeenAt: number | undefined;
     let removedGoneAt: number | undefined;
     const removedKey = keyOf(ENTRIES[2]);
@@ -104,6 +106,8 @@ describe("a rolling deploy: two versions side by side, then the old one stops", 
         );
         expect(row).toBeDefined();
         lastEvaluatedMs = Math.max(row?.updated_ms ?? 0, report?.ms ?? 0);
+        const retimed = await ledgerRowOf(keyOf(ENTRIES[3]));
+        retiredEvaluatedMs = Math.max(Math.min(row?.updated_ms ?? 0, retimed?.updated_ms ?? 0), report?.ms ?? 0);
       }
       await run(sql`update sim_clock set step = ${step}`);
       for (const version of live) await until(`${version} ticked step ${step}`, async () => (await progress(version)) >= step, 60_000);
@@ -181,6 +185,7 @@ describe("a rolling deploy: two versions side by side, then the old one stops", 
       sql`select rows, (extract(epoch from at) * 1000)::float8 as at_ms from prunes where table_name = 'schedule_state'`,
     );
     expect(pruned.reduce((sum, row) => sum + row.rows, 0)).toBe(2);
-    for (const row of pruned) expect(row.at_ms).toBeGreaterThanOrEqual(lastEvaluatedMs! + GRACE_MS);
+    // Each retired row goes a grace after its own last evaluation, so none before the earliest of them plus the grace.
+    for (const row of pruned) expect(row.at_ms).toBeGreaterThanOrEqual(retiredEvaluatedMs! + GRACE_MS);
   }, 300_000);
 });

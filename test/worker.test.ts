@@ -334,9 +334,10 @@ describe.each(BACKENDS)("worker on %s", (backend) => {
     const b = await ledger.enqueue(once);
     // What a worker that died mid-job leaves behind.
     await rows(ledger, sql`update cronledger.jobs set status = 'running', attempts = 1, locked_by = 'dead-host:1:abc', heartbeat_at = now() - interval '10 seconds'`);
-    expect(await ledger.reap()).toEqual({ requeued: 0, failed: 0, failedByJob: {} });
-    const later = new Date((await databaseNowMs(ledger)) + 25_000);
-    expect(await ledger.reap({ now: later })).toEqual({ requeued: 1, failed: 1, failedByJob: { "reaped.once": 1 } });
+    expect(await ledger.reap()).toEqual({ requeued: 0, failed: 0 });
+    // Well past the lease, also as counted from the server's own start (an embedded PGlite may have started a moment ago).
+    const later = new Date((await databaseNowMs(ledger)) + 10 * 60_000);
+    expect(await ledger.reap({ now: later })).toEqual({ requeued: 1, failed: 1 });
     const requeued = await jobState(ledger, a.id);
     expect(requeued).toMatchObject({ status: "queued", attempts: 1, locked_by: null });
     expect(requeued.last_error).toContain("dead-host:1:abc stopped heartbeating");

@@ -5,7 +5,7 @@ import type { JobQueue } from "../jobs/queue.js";
 import type { Scheduler } from "../schedule/scheduler.js";
 import type { ResolvedEntry } from "../schedule/validate.js";
 import { JOB_STATUSES, type JobStatus } from "../schema.js";
-import { entryHealth, type EntryRun, type EntryState } from "./health.js";
+import { entryHealth, slotToleranceMs, type EntryRun, type EntryState } from "./health.js";
 import type { EntryProblemTracker } from "./problems.js";
 import { loadEntryRuns } from "./runs.js";
 
@@ -163,7 +163,7 @@ export async function buildStatus(sources: StatusSources): Promise<SchedulerStat
       jitterMs: entry.jitterMs,
       latestRun,
       quarantine,
-      waitingForWorker: unknownToWorkers.has(entry.jobName) ? waitingSince(latestRun, ledger.nowMs) : null,
+      waitingForWorker: unknownToWorkers.has(entry.jobName) ? waitingSince(latestRun, entry, ledger.nowMs) : null,
     });
     const loaded = loadProblems.get(entry.identity) ?? [];
     const noNextRun =
@@ -230,12 +230,13 @@ function quarantineProblem(quarantine: EntryQuarantine): EntryProblem {
 
 /**
  * Since when the entry's newest run has waited for a worker that knows its
- * job: it is queued and due, and no live worker registers its job name
- * (checked by the caller).
+ * job: no live worker registers its job name (checked by the caller), and it
+ * has been queued and due for longer than the entry's tolerance, so a job a
+ * rollout is about to serve does not flap the state.
  */
-function waitingSince(run: EntryRun | null, nowMs: number): { since: Date } | null {
+function waitingSince(run: EntryRun | null, entry: ResolvedEntry, nowMs: number): { since: Date } | null {
   if (run === null || (run.kind !== "queued" && run.kind !== "retrying")) return null;
-  return run.runAt.getTime() <= nowMs ? { since: run.runAt } : null;
+  return nowMs - run.runAt.getTime() >= slotToleranceMs(entry.calendar, run.scheduledFor.getTime()) ? { since: run.runAt } : null;
 }
 
 function totalsOf(queues: Readonly<Record<string, Readonly<Record<string, number>>>>): Record<JobStatus, number> {
