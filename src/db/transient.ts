@@ -25,7 +25,8 @@ export function isTransientDatabaseError(error: unknown): boolean {
 const CONNECTION_CHECK_REFUSED = /client_connection_check_interval/;
 const CONNECTION_CHECK_HINT =
   " (cronledger sends client_connection_check_interval so the server aborts statements of killed processes: " +
-  "PostgreSQL 13 and poolers like PgBouncer refuse it; set `database: { url, clientConnectionCheck: false }`)";
+  "PostgreSQL 13 and poolers like PgBouncer refuse it; set `database: { url, clientConnectionCheck: false }` or " +
+  "CRONLEDGER_CLIENT_CONNECTION_CHECK=off, and behind PgBouncer `database: { url, pooler: \"pgbouncer\" }`)";
 
 /** The innermost cause's message, with what to do when it is one cronledger's own settings caused. */
 export function rootMessage(error: unknown): string {
