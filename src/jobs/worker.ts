@@ -163,6 +163,8 @@ export class Worker {
   private flushTimer: NodeJS.Timeout | undefined;
   /** False once a claim came back short: the queue is drained until a NOTIFY, the poll or a finished job says otherwise. */
   private more = true;
+  /** Counts those signals, so a claim that comes back short after one arrived does not clear `more`. */
+  private signals = 0;
   private stopping = false;
   private started = false;
   private claimBackoffMs = 0;
@@ -233,6 +235,7 @@ export class Worker {
 
   private wake(): void {
     this.more = true;
+    this.signals += 1;
     this.pump();
   }
 
@@ -276,6 +279,7 @@ export class Worker {
 
   private async claim(limit: number): Promise<void> {
     this.updateRate();
+    const signalsBefore = this.signals;
     let rows: ClaimedJob[];
     try {
       rows = await query<ClaimedJob>(
@@ -308,7 +312,8 @@ export class Worker {
       }, this.claimBackoffMs);
       return;
     }
-    if (rows.length < limit) this.more = false;
+    // A NOTIFY that arrived while this claim ran may announce jobs its snapshot did not see.
+    if (rows.length < limit && this.signals === signalsBefore) this.more = false;
     if (rows.length === 0) return;
     rows.sort((a, b) => a.priority - b.priority || a.runAtMs - b.runAtMs || a.id - b.id);
     this.summary.claimed += rows.length;
@@ -418,8 +423,10 @@ export class Worker {
     }
     this.finishedCount += 1;
     // A drain also picks up what its own jobs enqueued; a running worker wakes when a retry comes due.
-    if (this.once) this.more = true;
-    else if (status === "retry") this.wakeForRetry(completion.delayMs);
+    if (this.once) {
+      this.more = true;
+      this.signals += 1;
+    } else if (status === "retry") this.wakeForRetry(completion.delayMs);
     this.enqueueCompletion(completion);
     this.pump();
   }
