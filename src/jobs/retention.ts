@@ -42,23 +42,27 @@ export async function pruneFinishedJobs(database: Database, retention: ResolvedR
   ];
   let removed = 0;
   for (const group of groups) {
-    for (;;) {
-      const [row] = await query<{ n: number }>(
-        database.db,
-        sql`with doomed as (
-              select id from cronledger.jobs
-              where status = any(${sql.param(group.statuses)}::text[]) and finished_at is not null
-                and finished_at < ${clock} - ${group.keepMs}::float8 * interval '1 millisecond'
-              order by finished_at
-              limit ${retention.batchSize}
-            ), deleted as (
-              delete from cronledger.jobs j using doomed where j.id = doomed.id returning 1
-            )
-            select count(*)::int as n from deleted`,
-      );
-      const n = row?.n ?? 0;
-      removed += n;
-      if (n < retention.batchSize) break;
+    // One status per statement: jobs_finished_idx (status, finished_at) then yields the oldest rows in order and the
+    // LIMIT stops the scan; `status = any(...)` made every batch read and sort the whole backlog.
+    for (const status of group.statuses) {
+      for (;;) {
+        const [row] = await query<{ n: number }>(
+          database.db,
+          sql`with doomed as (
+                select id from cronledger.jobs
+                where status = ${status} and finished_at is not null
+                  and finished_at < ${clock} - ${group.keepMs}::float8 * interval '1 millisecond'
+                order by finished_at
+                limit ${retention.batchSize}
+              ), deleted as (
+                delete from cronledger.jobs j using doomed where j.id = doomed.id returning 1
+              )
+              select count(*)::int as n from deleted`,
+        );
+        const n = row?.n ?? 0;
+        removed += n;
+        if (n < retention.batchSize) break;
+      }
     }
   }
   return removed;
