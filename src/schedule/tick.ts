@@ -82,6 +82,19 @@ export interface TickContext {
   readonly clock: { offsetMs: number | undefined };
 }
 
+/**
+ * The earliest fire time over every entry of a context's memo, kept by the
+ * pass that computed it while each entry has a memo and nothing changed
+ * since. An idle pass whose clock span ends before it plans nothing without
+ * looking at each entry: at 100,000 entries that look cost more than the
+ * statement (two map lookups per entry, twice per pass).
+ */
+interface Horizon {
+  readonly entries: readonly ResolvedEntry[];
+  readonly earliestMs: number;
+}
+const horizons = new WeakMap<FireMemo, Horizon>();
+
 /** How long a quarantined entry stays out of the batch before it is tried again. */
 export const QUARANTINE_DEFERRAL_MS = 60_000;
 
@@ -184,6 +197,10 @@ function planPass(context: TickContext, options: TickOptions, databaseNowMs?: nu
   const estimateMs = exactMs ?? databaseNowMs ?? Date.now() + (context.clock.offsetMs ?? 0);
   const marginMs = exactMs === null ? CLOCK_MARGIN_MS : 0;
   const highMs = estimateMs + marginMs;
+  const horizon = horizons.get(context.memo);
+  if (horizon !== undefined && horizon.entries === context.entries && highMs < horizon.earliestMs) {
+    return { lowMs: estimateMs - marginMs, highMs, exactMs, entries: [] };
+  }
   const entries = context.entries.filter((entry) => {
     const deferredUntil = context.deferred.get(entry.ledgerKey);
     if (deferredUntil !== undefined) {
@@ -342,6 +359,7 @@ function absorb(
   const nowMs = rows[0]?.now_ms ?? plan.exactMs ?? sentAtMs;
   if (plan.exactMs === null) context.clock.offsetMs = nowMs - sentAtMs;
   // The statement's own entries: one when a failed pass is retried entry by entry.
+  if (entries.length > 0) horizons.delete(context.memo);
   const byKey = new Map(entries.map((entry) => [entry.ledgerKey, entry]));
   const { memo, logger } = context;
   const remember = (entry: ResolvedEntry, ledgerMs: number) => {
@@ -430,18 +448,29 @@ function quarantine(context: TickContext, plan: Plan, entry: ResolvedEntry, erro
     error: quarantined.error,
   });
   into.quarantined.push(quarantined);
+  horizons.delete(context.memo);
   context.deferred.set(entry.ledgerKey, estimateMs + QUARANTINE_DEFERRAL_MS);
 }
 
 /** Earliest upcoming fire time: from the memo, lost races, and the end of each quarantine. */
 function nextFireAt(context: TickContext, upcomingMs: number): Date | null {
-  let earliest = upcomingMs;
-  for (const entry of context.entries) {
-    const seen = context.memo.get(entry.ledgerKey);
-    if (seen === undefined) continue;
-    const deferredUntil = context.deferred.get(entry.ledgerKey) ?? Number.NEGATIVE_INFINITY;
-    earliest = Math.min(earliest, Math.max(seen.nextFireMs, deferredUntil));
+  const kept = horizons.get(context.memo);
+  let earliest = Number.POSITIVE_INFINITY;
+  if (kept !== undefined && kept.entries === context.entries) {
+    earliest = kept.earliestMs;
+  } else {
+    let known = 0;
+    for (const entry of context.entries) {
+      const seen = context.memo.get(entry.ledgerKey);
+      if (seen === undefined) continue;
+      known += 1;
+      const deferredUntil = context.deferred.get(entry.ledgerKey) ?? Number.NEGATIVE_INFINITY;
+      earliest = Math.min(earliest, Math.max(seen.nextFireMs, deferredUntil));
+    }
+    // An entry without a memo must be planned by every pass until it has one.
+    if (known === context.entries.length) horizons.set(context.memo, { entries: context.entries, earliestMs: earliest });
   }
+  earliest = Math.min(earliest, upcomingMs);
   return Number.isFinite(earliest) ? new Date(earliest) : null;
 }
 
