@@ -65,8 +65,12 @@ export const DEFAULT_GRACE_PERIOD_MS = 25_000;
 /** Completions are written together once this many are waiting, or after FLUSH_DELAY_MS. */
 const FLUSH_SIZE = 500;
 const FLUSH_DELAY_MS = 2;
-/** Prefetch enough claimed jobs for this much work at the observed rate, so claims overlap execution. */
+/** Prefetch enough claimed jobs for this much work at the handlers' pace, so claims overlap execution. */
 const PREFETCH_HORIZON_S = 0.05;
+/** Weight of the latest job in the running mean of job durations. */
+const DURATION_WEIGHT = 0.1;
+/** Jobs shorter than this count as this long, so no-op jobs still size the prefetch finitely. */
+const MIN_JOB_MS = 0.01;
 /** After aborting at the end of the grace period, how long handlers get to honour the signal. */
 const ABORT_SETTLE_MS = 2_000;
 const MAX_BACKOFF_MS = 5_000;
@@ -133,7 +137,7 @@ export function newWorkerId(): string {
  * Claims jobs in batches (FOR UPDATE SKIP LOCKED, priority then run_at
  * order, served by jobs_ready_idx), runs them with bounded concurrency and
  * writes their ends in batches. A small local buffer of claimed jobs lets
- * claims overlap execution; it grows with the observed job rate and shrinks
+ * claims overlap execution; it grows with the rate the handlers can sustain and shrinks
  * to the free slots when jobs are slow, so slow jobs are not hoarded.
  *
  * Every write is guarded by `locked_by = this worker and status = 'running'`,
@@ -178,8 +182,8 @@ export class Worker {
   private readonly drained = deferred();
   private readonly hurried = deferred();
   private rate = 0;
-  private rateMark = { at: performance.now(), finished: 0 };
-  private finishedCount = 0;
+  /** Running mean of job durations; undefined until a job has finished. */
+  private meanJobMs: number | undefined;
   private stopPromise: Promise<WorkSummary> | undefined;
 
   constructor(host: WorkerHost, options: WorkOptions & { readonly defaultQueues: readonly string[]; readonly defaultLeaseMs?: number }) {
@@ -264,13 +268,15 @@ export class Worker {
     }
   }
 
+  /**
+   * The rate the handlers could sustain: concurrency over the mean job
+   * duration. Not the rate observed, which the claims themselves bound: with
+   * several processes, a small prefetch made small claims, a low rate, and a
+   * smaller prefetch again.
+   */
   private updateRate(): void {
-    const now = performance.now();
-    const elapsed = now - this.rateMark.at;
-    if (elapsed < 20) return;
-    const observed = ((this.finishedCount - this.rateMark.finished) * 1000) / elapsed;
-    this.rate = this.rate === 0 ? observed : 0.5 * this.rate + 0.5 * observed;
-    this.rateMark = { at: now, finished: this.finishedCount };
+    if (this.meanJobMs === undefined) return;
+    this.rate = (this.concurrency * 1000) / Math.max(MIN_JOB_MS, this.meanJobMs);
   }
 
   private nowSql() {
@@ -421,7 +427,8 @@ export class Worker {
         error: completion.error,
       });
     }
-    this.finishedCount += 1;
+    const jobMs = durationSeconds * 1000;
+    this.meanJobMs = this.meanJobMs === undefined ? jobMs : this.meanJobMs + DURATION_WEIGHT * (jobMs - this.meanJobMs);
     // A drain also picks up what its own jobs enqueued; a running worker wakes when a retry comes due.
     if (this.once) {
       this.more = true;
