@@ -75,6 +75,14 @@ const MIN_JOB_MS = 0.01;
 const ABORT_SETTLE_MS = 2_000;
 const MAX_BACKOFF_MS = 5_000;
 const MAX_CONCURRENT_CLAIMS = 2;
+/*
+ * CLAIM_COMMIT: a claim commits asynchronously (synchronous_commit = off for its own
+ * transaction, set inside the statement). It is visible to every other worker at once,
+ * so nobody claims the job twice; what a server crash can lose is the claim's last few
+ * hundred milliseconds, which puts the job back to queued: it runs again, as a job of a
+ * worker that died does (at least once). Enqueues and completions stay synchronous.
+ * Saves a WAL flush on the path from enqueue to start and on every claim of a drain.
+ */
 /** Retries due sooner than this get a timer of their own; later ones are found by the poll. */
 const MAX_RETRY_WAKE_MS = 5 * 60_000;
 /** After the retry's due time: its completion is flushed and the database clock has passed it. */
@@ -304,6 +312,8 @@ export class Worker {
               order by c.priority, c.run_at, c.id
               limit ${limit}
             ))
+            -- The claim commits without waiting for its WAL flush (see CLAIM_COMMIT above).
+            and (select set_config('synchronous_commit', 'off', true)) = 'off'
             returning j.id::float8 as "id", j.job_name as "jobName", j.queue, j.payload::text as payload, j.priority,
               (extract(epoch from j.run_at) * 1000)::float8 as "runAtMs", j.attempts, j.max_attempts as "maxAttempts",
               (extract(epoch from j.scheduled_for) * 1000)::float8 as "scheduledForMs"`,
