@@ -36,8 +36,8 @@ const SETTINGS = {
   ioSeconds: envNumber("BENCH_IO_SECONDS", 5),
   latencySamples: envNumber("BENCH_LATENCY_SAMPLES", 200),
   tickerSeconds: envNumber("BENCH_TICKER_SECONDS", 6),
-  /** Server connections per database in the bench's PgBouncer. */
-  pgbouncerPool: envNumber("BENCH_PGBOUNCER_POOL", 10),
+  /** Server connections per database in the bench's PgBouncer: 20, PgBouncer's own default_pool_size. */
+  pgbouncerPool: envNumber("BENCH_PGBOUNCER_POOL", 20),
 };
 /** Jobs per bulk-insert call, for every system alike. */
 const ENQUEUE_CHUNK = 2_000;
@@ -334,7 +334,7 @@ function ratioTarget(label: string, a: Spread | undefined, b: Spread | undefined
   return {
     label,
     value,
-    shown: asPercent ? `${(value * 100).toFixed(0)} %` : `${value.toFixed(2)}x`,
+    shown: asPercent ? `${(value * 100).toFixed(1)} %` : `${value.toFixed(2)}x`,
     goal: asPercent ? `>= ${(goal * 100).toFixed(0)} %` : `>= ${goal}x`,
     met: value >= goal,
   };
