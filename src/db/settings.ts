@@ -64,7 +64,8 @@ function clientConnectionCheckFromEnv(value: string | undefined): number | false
  * Applies defaults and checks a PostgreSQL setting. `clientConnectionCheck`
  * comes from the code, else from CRONLEDGER_CLIENT_CONNECTION_CHECK, else
  * 1 s directly and off behind PgBouncer, which refuses it at connect and
- * whose own server connections outlive a killed client anyway.
+ * whose server connection outlives a killed client anyway (the statement
+ * completes; it is atomic either way).
  */
 export function resolvePostgresSettings(setting: DatabaseSetting, env: NodeJS.ProcessEnv): PostgresSettings {
   const parsed = objectSetting.safeParse(typeof setting === "string" ? { url: setting } : setting);
@@ -91,8 +92,9 @@ export function resolvePostgresSettings(setting: DatabaseSetting, env: NodeJS.Pr
   if (pooler === "pgbouncer" && clientConnectionCheckMs !== false) {
     const source = fromCode !== undefined ? "clientConnectionCheck" : CLIENT_CONNECTION_CHECK_ENV;
     throw new ConfigError(
-      `${source} cannot be used with pooler: "pgbouncer": PgBouncer refuses client_connection_check_interval at connect. ` +
-        "Leave it unset (it is off behind PgBouncer), or set it on the server for cronledger's role (see docs/operations.md, \"PgBouncer\").",
+      `${source} cannot be used with pooler: "pgbouncer": PgBouncer refuses client_connection_check_interval at connect, ` +
+        "and its server connection outlives a client that went away, so the server could not see it go. " +
+        "Leave it unset (it is off behind PgBouncer); see docs/operations.md, \"PgBouncer\".",
     );
   }
   return {
