@@ -1,10 +1,16 @@
-// `npm run bench`: every benchmark, one after the other, each printing its table.
+// `npm run bench`: the scheduler tick, the throughput rounds, startup and the status at scale, with the
+// machine's state printed before and after (a busy machine moves every figure). Sizes and rounds come
+// from the environment (see docs/benchmarks.md); `npm run bench:growth` runs the large sizes.
 import { runStartupBench } from "./startup.js";
-import { runThroughputBench } from "./throughput.js";
 import { runStatusBench } from "./status.js";
+import { machineLine } from "./support.js";
+import { runThroughputBench } from "./throughput.js";
 import { runTickBench } from "./tick.js";
 
+console.log(await machineLine("before"));
+const started = performance.now();
 await runTickBench();
 await runThroughputBench();
 await runStartupBench();
 await runStatusBench();
+console.log(`\n${await machineLine("after")}; the bench took ${((performance.now() - started) / 60_000).toFixed(1)} min`);

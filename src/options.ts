@@ -220,11 +220,13 @@ const databaseSetting = z.union(
       poolSize: z.number().int().min(2, "must be at least 2: migrations hold one connection for their lock while another applies them").optional(),
       clientConnectionCheck: z.union([z.literal(false), z.number(), z.custom<Duration>((value) => typeof value === "string")]).optional(),
       reconnectDelay: z.union([z.number(), z.custom<Duration>((value) => typeof value === "string")]).optional(),
+      pooler: z.literal("pgbouncer", { error: 'must be "pgbouncer"' }).optional(),
+      listenUrl: z.string().optional(),
     }),
     object<Database>("an open Database", (value) => "db" in value && "kind" in value),
     z.custom<PGlite>(isPglite),
   ],
-  { error: 'must be a URL ("postgres://...", "memory://", "pglite:<dir>"), { url, poolSize?, clientConnectionCheck?, reconnectDelay? }, a PGlite instance or an open Database' },
+  { error: 'must be a URL ("postgres://...", "memory://", "pglite:<dir>"), { url, poolSize?, clientConnectionCheck?, reconnectDelay?, pooler?, listenUrl? }, a PGlite instance or an open Database' },
 );
 
 const hooksObject = object<CronledgerHooks>("must be an object of listener functions", () => true);

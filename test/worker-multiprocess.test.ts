@@ -1,5 +1,8 @@
 import { sql } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
+import { createCronledger } from "../src/cronledger.js";
+import { silentLogger } from "../src/log.js";
+import { throughPgBouncer } from "./support/database.js";
 import { record, until, workerProcessHarness } from "./support/worker-processes.js";
 
 const harness = workerProcessHarness(import.meta.url);
@@ -21,6 +24,33 @@ describe("several worker processes", () => {
     expect(perProcess).toHaveLength(2);
     expect(await count(sql`select count(*)::int as n from cronledger.jobs where attempts <> 1`)).toBe(0);
   });
+
+  it("four worker processes through PgBouncer drain 8,000 jobs enqueued through it: none lost, none run twice", async () => {
+    const bouncer = { DATABASE_URL: throughPgBouncer(harness.url()), POOLER: "pgbouncer" };
+    // Two are woken by LISTEN on a direct connection, two find jobs by polling only.
+    const workers = [
+      spawnWorker("work", { ...bouncer, LISTEN_URL: harness.url() }),
+      spawnWorker("work", { ...bouncer, LISTEN_URL: harness.url() }),
+      spawnWorker("work", bouncer),
+      spawnWorker("work", bouncer),
+    ];
+    await Promise.all(workers.map(ready));
+    const producer = createCronledger({ database: { url: bouncer.DATABASE_URL, poolSize: 2, pooler: "pgbouncer" }, jobs: [record], logger: silentLogger, metrics: false });
+    try {
+      for (let i = 0; i < 4; i += 1) await producer.enqueueMany(Array.from({ length: 2_000 }, () => ({ job: record, payload: { sleepMs: 0 } })));
+    } finally {
+      await producer.close();
+    }
+    await until("all jobs succeeded", async () => (await count(sql`select count(*)::int as n from cronledger.jobs where status = 'succeeded'`)) === 8_000, 100_000);
+    for (const worker of workers) worker.process.kill("SIGTERM");
+    await Promise.all(workers.map((worker) => worker.exited));
+
+    expect(await count(sql`select count(*)::int as n from cronledger.jobs`)).toBe(8_000);
+    expect(await count(sql`select count(*)::int as n from runs where phase = 'start'`)).toBe(8_000);
+    expect(await count(sql`select count(distinct job_id)::int as n from runs where phase = 'start'`)).toBe(8_000);
+    expect(await count(sql`select count(*)::int as n from cronledger.jobs where attempts <> 1`)).toBe(0);
+    expect(await count(sql`select count(distinct pid)::int as n from runs`)).toBe(4);
+  }, 150_000);
 
   it("end to end: start() in 3 processes for 10 s runs an every-second entry exactly once per slot, each enqueued within a second", async () => {
     const workers = [0, 1, 2].map(() => spawnWorker("start", { SCHEDULE: "every-second" }));

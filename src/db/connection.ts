@@ -5,10 +5,11 @@ import { drizzle as drizzlePostgres } from "drizzle-orm/postgres-js";
 import { mkdirSync } from "node:fs";
 import { resolve } from "node:path";
 import postgres from "postgres";
-import { parseDuration, type Duration } from "../duration.js";
+import type { Duration } from "../duration.js";
 import { ConfigError } from "../errors.js";
 import type { Executor } from "./executor.js";
 import { templateFor } from "./pglite-template.js";
+import { resolvePostgresSettings, type PostgresSettings } from "./settings.js";
 import { cancellingClient } from "./statement-timeout.js";
 
 export { query } from "./executor.js";
@@ -24,11 +25,22 @@ export type DatabaseSetting =
        * How often the server checks, while one of our statements runs, that
        * this process is still there (PostgreSQL's client_connection_check_interval,
        * sent at connect). A process killed mid-statement then leaves nothing
-       * behind instead of the server finishing its statement. Default "1s";
-       * false for PostgreSQL 13 or a pooler that refuses unknown startup
-       * parameters (PgBouncer without it in ignore_startup_parameters).
+       * behind instead of the server finishing its statement. Default "1s"
+       * (or CRONLEDGER_CLIENT_CONNECTION_CHECK, "off" or a duration); false for
+       * PostgreSQL 13. Off behind PgBouncer, which refuses it.
        */
       clientConnectionCheck?: Duration | false;
+      /**
+       * "pgbouncer": `url` is a PgBouncer in transaction mode. cronledger then
+       * uses no named prepared statements, sends no client_connection_check_interval,
+       * and LISTENs only on `listenUrl` (without one, workers poll).
+       */
+      pooler?: "pgbouncer";
+      /**
+       * A direct URL of the PostgreSQL server, for the one LISTEN connection per
+       * process that wakes idle workers. Default: `url`, unless `pooler` is set.
+       */
+      listenUrl?: string;
       /**
        * The longest wait between attempts to reconnect after the server went
        * away; default "2s". postgres.js's own backoff grows to 20 s and is
@@ -85,9 +97,6 @@ function redactUrl(url: string): string {
   }
 }
 
-const DEFAULT_CLIENT_CONNECTION_CHECK = "1s";
-const DEFAULT_RECONNECT_DELAY = "2s";
-
 /**
  * postgres.js's reconnect backoff (random 50-100 % of 3^retries / 100 s,
  * retries counted across the pool since the last good connection) with its
@@ -97,27 +106,42 @@ function reconnectBackoff(maxMs: number): (retries: number) => number {
   return (retries) => (0.5 + Math.random() / 2) * Math.min(3 ** retries / 100, maxMs / 1000);
 }
 
-function openPostgres(url: string, poolSize: number, clientConnectionCheck: Duration | false, reconnectDelay: Duration): Database {
-  if (poolSize < 2) {
-    throw new ConfigError(`poolSize must be at least 2 (got ${poolSize}): migrations hold one connection for their lock while another applies them.`);
-  }
+/** How long a migration waiting for the lock sleeps between tries. */
+const LOCK_RETRY_MS = 100;
+
+function describePostgres(settings: PostgresSettings): string {
+  const base = redactUrl(settings.url);
+  if (settings.pooler === undefined) return settings.listenUrl === settings.url ? base : `${base} (LISTEN on ${redactUrl(settings.listenUrl ?? "")})`;
+  const wakeUps = settings.listenUrl === undefined ? "no listenUrl: workers poll for new jobs" : `LISTEN on ${redactUrl(settings.listenUrl)}`;
+  return `${base} through PgBouncer (transaction pooling; ${wakeUps})`;
+}
+
+function openPostgres(settings: PostgresSettings): Database {
   const statements = { count: 0 };
-  const client = postgres(url, {
-    max: poolSize,
+  const connection = { application_name: "cronledger" };
+  const backoff = reconnectBackoff(settings.reconnectDelayMs);
+  const client = postgres(settings.url, {
+    max: settings.poolSize,
+    prepare: settings.prepare,
     onnotice: () => {},
-    backoff: reconnectBackoff(parseDuration(reconnectDelay, "reconnectDelay")),
+    backoff,
     connection: {
-      application_name: "cronledger",
-      ...(clientConnectionCheck === false
-        ? {}
-        : { client_connection_check_interval: String(parseDuration(clientConnectionCheck, "clientConnectionCheck")) }),
+      ...connection,
+      ...(settings.clientConnectionCheckMs === false ? {} : { client_connection_check_interval: String(settings.clientConnectionCheckMs) }),
     },
   });
+  // Behind a pooler, LISTEN needs a connection of its own to the server itself.
+  const listener =
+    settings.listenUrl === undefined
+      ? undefined
+      : settings.listenUrl === settings.url
+        ? client
+        : postgres(settings.listenUrl, { max: 1, onnotice: () => {}, backoff, connection });
   const db = drizzlePostgres(client, { logger: countingLogger(statements) }) as unknown as Executor;
   const timed = new Map<number, Executor>();
   return {
     kind: "postgres",
-    label: redactUrl(url),
+    label: describePostgres(settings),
     db,
     statements,
     withStatementTimeout(timeoutMs) {
@@ -129,24 +153,31 @@ function openPostgres(url: string, poolSize: number, clientConnectionCheck: Dura
       return executor;
     },
     async listen(channel, onMessage) {
-      const subscription = await client.listen(channel, (payload) => onMessage(payload));
+      // No listener: workers find new jobs by polling.
+      if (listener === undefined) return async () => {};
+      const subscription = await listener.listen(channel, (payload) => onMessage(payload));
       return () => subscription.unlisten();
     },
+    /**
+     * A transaction-level lock held by an open transaction, taken with a try
+     * and retried: no session state, so it works through PgBouncer in
+     * transaction mode, and a waiter holds no server connection.
+     */
     async withAdvisoryLock(key, fn) {
-      const reserved = await client.reserve();
-      try {
-        await reserved`select pg_advisory_lock(${key[0]}, ${key[1]})`;
-        try {
-          return await fn();
-        } finally {
-          await reserved`select pg_advisory_unlock(${key[0]}, ${key[1]})`;
-        }
-      } finally {
-        reserved.release();
+      for (;;) {
+        const outcome = (await client.begin(async (tx) => {
+          const [row] = await tx<{ locked: boolean }[]>`select pg_try_advisory_xact_lock(${key[0]}, ${key[1]}) as locked`;
+          if (!row?.locked) return { locked: false };
+          // The lock is held while this transaction stays open, idle, for as long as `fn` runs elsewhere.
+          await tx`set local idle_in_transaction_session_timeout = 0`;
+          return { locked: true, value: await fn() };
+        })) as { locked: boolean; value?: unknown };
+        if (outcome.locked) return outcome.value as Awaited<ReturnType<typeof fn>>;
+        await new Promise((resolve) => setTimeout(resolve, LOCK_RETRY_MS * (0.5 + Math.random())));
       }
     },
     async close() {
-      await client.end({ timeout: 5 });
+      await Promise.all([client.end({ timeout: 5 }), listener !== undefined && listener !== client ? listener.end({ timeout: 5 }) : undefined]);
     },
   };
 }
@@ -208,12 +239,9 @@ export function openDatabase(setting: DatabaseSetting | undefined, env: NodeJS.P
     return openPglite(resolve(DEFAULT_EMBEDDED_DIR));
   }
   const url = typeof resolved === "string" ? resolved : resolved.url;
-  const poolSize = typeof resolved === "string" ? 10 : (resolved.poolSize ?? 10);
-  const clientConnectionCheck = typeof resolved === "string" ? DEFAULT_CLIENT_CONNECTION_CHECK : (resolved.clientConnectionCheck ?? DEFAULT_CLIENT_CONNECTION_CHECK);
-  const reconnectDelay = typeof resolved === "string" ? DEFAULT_RECONNECT_DELAY : (resolved.reconnectDelay ?? DEFAULT_RECONNECT_DELAY);
   if (url === "memory://" || url === "pglite:memory") return openPglite(undefined);
   if (url.startsWith("pglite:")) return openPglite(resolve(url.slice("pglite:".length)));
-  if (url.startsWith("postgres://") || url.startsWith("postgresql://")) return openPostgres(url, poolSize, clientConnectionCheck, reconnectDelay);
+  if (url.startsWith("postgres://") || url.startsWith("postgresql://")) return openPostgres(resolvePostgresSettings(resolved, env));
   throw new ConfigError(
     `Unsupported database ${JSON.stringify(url.replace(/:[^:@/]*@/, ":***@"))}: use a postgres:// URL, "memory://" for in-memory PGlite, or "pglite:<dir>" for PGlite on disk.`,
   );

@@ -95,7 +95,7 @@ export function diagnoseDatabaseError(error: unknown): DatabaseDiagnosis | undef
     const parameter = match?.[1] ?? match?.[2] ?? "a startup parameter";
     const fix =
       parameter === "client_connection_check_interval"
-        ? "set `database: { url, clientConnectionCheck: false }` (PgBouncer refuses it unless it is listed in ignore_startup_parameters; PostgreSQL 13 does not know it)"
+        ? "set `database: { url, clientConnectionCheck: false }` or CRONLEDGER_CLIENT_CONNECTION_CHECK=off (PostgreSQL 13 does not know it); behind PgBouncer set `database: { url, pooler: \"pgbouncer\" }`, which leaves it out"
         : `remove it from the connection settings, or list it in the pooler's ignore_startup_parameters`;
     return diagnosis("setting_refused", `the server or a pooler in front of it refused the startup parameter ${parameter} (${firstLine(refusedSetting.message)}): ${fix}.`, true);
   }

@@ -3,8 +3,8 @@
  * fast it finishes jobs; pure, so the policy is tested without a database.
  *
  * The worker keeps a small local buffer of claimed jobs so that claims
- * overlap execution: enough for PREFETCH_HORIZON_S of work at the observed
- * rate, refilled when it falls below half. Slow jobs (rate near 0) get no
+ * overlap execution: enough for PREFETCH_HORIZON_S of work at the rate its
+ * handlers can sustain (DurationMeter), refilled when it falls below half. Slow jobs (rate near 0) get no
  * prefetch at all, so they are not hoarded by one worker while others idle.
  * When the rate outruns one claim's round trip, a second claim may run on
  * another connection.
@@ -17,7 +17,7 @@ export const MAX_CONCURRENT_CLAIMS = 2;
 export interface ClaimState {
   readonly concurrency: number;
   readonly batchSize: number;
-  /** Jobs finished per second, smoothed. */
+  /** Jobs per second the handlers can sustain (DurationMeter). */
   readonly rate: number;
   /** Jobs running plus jobs claimed but not started. */
   readonly held: number;
@@ -36,29 +36,28 @@ export function claimSize(state: ClaimState): number {
   return Math.max(0, Math.min(state.batchSize, capacity - state.held - state.claimingRows));
 }
 
-/**
- * The worker's job rate, smoothed: each reading at least 20 ms after the
- * last averages the rate observed since with the previous estimate.
- */
-export class RateMeter {
-  private rate = 0;
-  private mark = { at: performance.now(), finished: 0 };
-  private finished = 0;
+/** Weight of the latest job in the running mean of job durations. */
+const DURATION_WEIGHT = 0.1;
+/** Jobs shorter than this count as this long, so no-op jobs still size the prefetch finitely. */
+const MIN_JOB_MS = 0.01;
 
-  /** One job finished. */
-  tick(): void {
-    this.finished += 1;
+/**
+ * The running mean of a worker's job durations, and the job rate its
+ * handlers could sustain from it: concurrency over the mean duration. Not
+ * the rate observed, which the claims themselves bound: with several
+ * processes a small prefetch made small claims, a low observed rate, and a
+ * smaller prefetch again.
+ */
+export class DurationMeter {
+  private meanMs: number | undefined;
+
+  /** One job took `ms`. */
+  add(ms: number): void {
+    this.meanMs = this.meanMs === undefined ? ms : this.meanMs + DURATION_WEIGHT * (ms - this.meanMs);
   }
 
-  /** The smoothed rate in jobs per second, updated when enough time has passed. */
-  read(): number {
-    const now = performance.now();
-    const elapsed = now - this.mark.at;
-    if (elapsed >= 20) {
-      const observed = ((this.finished - this.mark.finished) * 1000) / elapsed;
-      this.rate = this.rate === 0 ? observed : 0.5 * this.rate + 0.5 * observed;
-      this.mark = { at: now, finished: this.finished };
-    }
-    return this.rate;
+  /** Jobs per second `concurrency` slots could run; 0 until a job has finished (no prefetch yet). */
+  sustainableRate(concurrency: number): number {
+    return this.meanMs === undefined ? 0 : (concurrency * 1000) / Math.max(MIN_JOB_MS, this.meanMs);
   }
 }

@@ -29,10 +29,14 @@ export async function pruneFinishedJobs(executor: Executor, retention: ResolvedR
   ];
   let removed = 0;
   for (const group of groups) {
-    for (;;) {
-      const n = await deleteFinishedJobs(executor, { ...group, limit: retention.batchSize, now });
-      removed += n;
-      if (n < retention.batchSize) break;
+    // One status per statement: jobs_finished_idx (status, finished_at) then yields the oldest rows in order and the
+    // LIMIT stops the scan; `status = any(...)` made every batch read and sort the whole backlog.
+    for (const status of group.statuses) {
+      for (;;) {
+        const n = await deleteFinishedJobs(executor, { status, keepMs: group.keepMs, limit: retention.batchSize, now });
+        removed += n;
+        if (n < retention.batchSize) break;
+      }
     }
   }
   return removed;

@@ -8,7 +8,7 @@ import { childLogger, logFailure, type Logger } from "../log.js";
 import type { ResolvedWorkOptions } from "../options.js";
 import { redactError } from "../redact.js";
 import { Attempt } from "./attempt.js";
-import { claimSize, RateMeter } from "./claim-size.js";
+import { claimSize, DurationMeter } from "./claim-size.js";
 import { attemptStatus, CompletionBatcher, count, emptySummary, type Completion, type WorkSummary } from "./completion.js";
 import { describeIssues, type JobDefinition } from "./define-job.js";
 import { Heartbeats } from "./heartbeats.js";
@@ -81,7 +81,7 @@ export class Worker {
   private readonly random: () => number;
   private readonly batcher: CompletionBatcher;
   private readonly heartbeats: Heartbeats;
-  private readonly meter = new RateMeter();
+  private readonly durations = new DurationMeter();
   private readonly claimBackoff = new Backoff({ initialMs: 100, factor: 2, maxMs: MAX_RETRY_BACKOFF_MS });
   /** The job names claimed into the slots: every registered name except the chores'. */
   private readonly jobNames: readonly string[];
@@ -98,6 +98,8 @@ export class Worker {
   private readonly claims = new Set<Promise<void>>();
   private claimingRows = 0;
   private rate = 0;
+  /** Wake-ups (NOTIFY, the poll, retries due, a drain's own jobs) so far: a claim that saw one arrive while it ran may not conclude the queue is empty. */
+  private signals = 0;
   /** False once a claim came back short: the queue is drained until a NOTIFY, the poll or a finished job says otherwise. */
   private more = true;
   private stopping = false;
@@ -207,6 +209,7 @@ export class Worker {
 
   private wake(): void {
     this.more = true;
+    this.signals += 1;
     this.pump();
   }
 
@@ -246,7 +249,8 @@ export class Worker {
   }
 
   private async claim(limit: number): Promise<void> {
-    this.rate = this.meter.read();
+    this.rate = this.durations.sustainableRate(this.concurrency);
+    const signalsBefore = this.signals;
     let rows: ClaimedJob[];
     const { chores } = this.settings;
     try {
@@ -273,7 +277,8 @@ export class Worker {
     const choreNames = chores?.jobNames ?? [];
     const choreRows = rows.filter((job) => choreNames.includes(job.jobName));
     const ordinary = choreRows.length === 0 ? rows : rows.filter((job) => !choreNames.includes(job.jobName));
-    if (ordinary.length < limit) this.more = false;
+    // A wake-up that arrived while this claim ran may announce jobs its snapshot did not see.
+    if (ordinary.length < limit && this.signals === signalsBefore) this.more = false;
     if (rows.length === 0) return;
     ordinary.sort((a, b) => a.priority - b.priority || a.runAtMs - b.runAtMs || a.id - b.id);
     this.summary.claimed += rows.length;
@@ -373,9 +378,12 @@ export class Worker {
     } else {
       this.queue.events.jobFinished(base);
     }
-    this.meter.tick();
+    this.durations.add(durationSeconds * 1000);
     // A drain also picks up what its own jobs enqueued.
-    if (this.settings.once) this.more = true;
+    if (this.settings.once) {
+      this.more = true;
+      this.signals += 1;
+    }
     this.batcher.add(completion);
     this.pump();
   }

@@ -56,6 +56,12 @@ export interface PlanInput {
   readonly exactMs: number | null;
   /** The best estimate of the database clock: the host clock plus the offset last measured, or a clock just read. */
   readonly estimateMs: number;
+  /**
+   * The earliest fire time over every entry, as the last pass left it
+   * (earliestFire), when nothing has changed since: a span that ends before
+   * it plans nothing without looking at each entry.
+   */
+  readonly horizonMs?: number | undefined;
 }
 
 /**
@@ -67,6 +73,8 @@ export function planPass(input: PlanInput): Plan {
   const marginMs = input.exactMs === null ? CLOCK_MARGIN_MS : 0;
   const estimateMs = input.exactMs ?? input.estimateMs;
   const highMs = estimateMs + marginMs;
+  // At 100,000 entries, looking at each entry (two map lookups) cost more than the idle pass's statement.
+  if (input.horizonMs !== undefined && highMs < input.horizonMs) return { lowMs: estimateMs - marginMs, highMs, exactMs: input.exactMs, entries: [] };
   const entries = input.entries.filter((entry) => {
     const deferredUntil = input.deferredUntil.get(entry.ledgerKey);
     if (deferredUntil !== undefined && estimateMs < deferredUntil) return false;
@@ -115,12 +123,25 @@ export function expectedDueSlot(entry: ResolvedEntry, plan: Plan): number {
  * (slots seen in lost races); null when nothing will fire.
  */
 export function nextFireAt(input: Pick<PlanInput, "entries" | "memo" | "deferredUntil">, upcomingMs: number): number | null {
-  let earliest = upcomingMs;
+  const earliest = Math.min(earliestFire(input).earliestMs, upcomingMs);
+  return Number.isFinite(earliest) ? earliest : null;
+}
+
+/**
+ * The earliest fire time over the entries the process remembers (an entry in
+ * quarantine counting from the end of its deferral), and whether it
+ * remembers every entry: only then is it a horizon no entry can be due
+ * before (an entry without a memo must be planned by every pass).
+ */
+export function earliestFire(input: Pick<PlanInput, "entries" | "memo" | "deferredUntil">): { earliestMs: number; complete: boolean } {
+  let earliestMs = Number.POSITIVE_INFINITY;
+  let known = 0;
   for (const entry of input.entries) {
     const seen = input.memo.get(entry.ledgerKey);
     if (seen === undefined) continue;
+    known += 1;
     const deferredUntil = input.deferredUntil.get(entry.ledgerKey) ?? Number.NEGATIVE_INFINITY;
-    earliest = Math.min(earliest, Math.max(seen.nextFireMs, deferredUntil));
+    earliestMs = Math.min(earliestMs, Math.max(seen.nextFireMs, deferredUntil));
   }
-  return Number.isFinite(earliest) ? earliest : null;
+  return { earliestMs, complete: known === input.entries.length };
 }

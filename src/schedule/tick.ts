@@ -9,7 +9,7 @@ import type { Logger } from "../log.js";
 import { redact } from "../redact.js";
 import { isCancelled, isLockTimeout, LOCK_WAIT_MS, lockedRow, quarantine, type LockedEntry } from "./deferrals.js";
 import { slotIdempotencyKey } from "./identity.js";
-import { candidateSlots, expectedDueSlot, fireTime, nextFireAfter, nextFireAt, planInstant, planPass, type FireMemo, type Plan } from "./plan.js";
+import { candidateSlots, earliestFire, expectedDueSlot, fireTime, nextFireAfter, planInstant, planPass, type FireMemo, type Plan } from "./plan.js";
 import type { ResolvedEntry } from "./validate.js";
 
 export interface SlotOutcome {
@@ -67,6 +67,8 @@ export interface TickMemory {
   readonly locked: Map<string, { readonly sinceMs: number; warnedAtMs: number | undefined }>;
   /** Database clock minus local clock, as last observed; lets a pass pick its candidates before it reads `now()`. */
   clockOffsetMs: number | undefined;
+  /** The earliest fire over every entry of `entries` as the last pass left it (see planPass); cleared by any pass that changes something. */
+  horizon?: { readonly entries: readonly ResolvedEntry[]; readonly earliestMs: number } | undefined;
 }
 
 export interface TickContext {
@@ -143,17 +145,24 @@ async function tickOnce(context: TickContext, options: TickOptions): Promise<Omi
   const result = emptyResult();
   const upcoming = { ms: Number.POSITIVE_INFINITY };
   const exactMs = options.now?.getTime() ?? null;
-  const plan = (estimateMs: number) => planPass({ entries: context.entries, memo: memory.memo, deferredUntil: memory.deferred, exactMs, estimateMs });
-  let current = plan(Date.now() + (memory.clockOffsetMs ?? 0));
+  const horizon = memory.horizon?.entries === context.entries ? memory.horizon : undefined;
+  const plan = (estimateMs: number, horizonMs?: number) =>
+    planPass({ entries: context.entries, memo: memory.memo, deferredUntil: memory.deferred, exactMs, estimateMs, horizonMs });
+  let current = plan(Date.now() + (memory.clockOffsetMs ?? 0), horizon?.earliestMs);
+  let planned = current.entries.length;
   let nowMs = await runPlan(context, current, result, upcoming);
   if (nowMs < current.lowMs || nowMs > current.highMs) {
-    // The database clock was not where this process expected: plan again at the clock it read.
+    // The database clock was not where this process expected: plan again at the clock it read, looking at every entry.
     current = plan(nowMs);
+    planned += current.entries.length;
     nowMs = await runPlan(context, current, result, upcoming);
   }
   for (const [key, until] of memory.deferred) if (until <= nowMs) memory.deferred.delete(key);
-  const next = nextFireAt({ entries: context.entries, memo: memory.memo, deferredUntil: memory.deferred }, upcoming.ms);
-  return { now: new Date(nowMs), ...result, nextFireAt: next === null ? null : new Date(next) };
+  // A pass that looked at no entry changed nothing: the horizon holds, and the earliest fire needs no look at each entry either.
+  const earliest = planned === 0 && horizon !== undefined ? { earliestMs: horizon.earliestMs, complete: true } : earliestFire({ entries: context.entries, memo: memory.memo, deferredUntil: memory.deferred });
+  memory.horizon = earliest.complete ? { entries: context.entries, earliestMs: earliest.earliestMs } : undefined;
+  const next = Math.min(earliest.earliestMs, upcoming.ms);
+  return { now: new Date(nowMs), ...result, nextFireAt: Number.isFinite(next) ? new Date(next) : null };
 }
 
 export type PassResult = { -readonly [K in keyof Omit<TickReport, "now" | "nextFireAt" | "statements" | "attempts">]: TickReport[K] };

@@ -9,6 +9,14 @@ export function serverUrl(): string {
   return inject("postgresUrl");
 }
 
+/** The same database reached through the suite's PgBouncer (transaction pooling, see test/support/pgbouncer.ts). */
+export function throughPgBouncer(url: string): string {
+  const bouncer = new URL(inject("pgbouncerUrl"));
+  const target = new URL(url);
+  target.host = bouncer.host;
+  return target.toString();
+}
+
 /**
  * Creates an empty database of its own for one test file (or one test), so
  * files run in parallel without seeing each other's rows.

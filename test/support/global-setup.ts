@@ -1,10 +1,13 @@
 import postgres from "postgres";
 import type { TestProject } from "vitest/node";
+import { startPgBouncer } from "./pgbouncer.js";
 import { canConnect, LOCAL_URL } from "./postgres-url.js";
 
 declare module "vitest" {
   export interface ProvidedContext {
     postgresUrl: string;
+    /** A PgBouncer in transaction mode in front of postgresUrl's server (see test/support/pgbouncer.ts). */
+    pgbouncerUrl: string;
   }
 }
 
@@ -70,7 +73,10 @@ export default async function setup(project: TestProject): Promise<() => Promise
   const url = await resolvePostgresUrl();
   await dropLeftoverDatabases(url);
   project.provide("postgresUrl", url);
+  const pgbouncer = await startPgBouncer(url);
+  project.provide("pgbouncerUrl", pgbouncer.url);
   return async () => {
+    await pgbouncer.stop();
     await stopContainer?.();
   };
 }

@@ -156,6 +156,14 @@ export interface ClaimRequest {
  * backlog of them ahead in the queue costs a longer scan, not a wrong
  * claim) and its rows are locked with SKIP LOCKED, so concurrent workers
  * never wait on each other or claim the same row.
+ *
+ * A claim commits asynchronously (synchronous_commit off for its own
+ * transaction, set inside the statement). It is visible to every other
+ * worker at once, so nobody claims the job twice; what a server crash can
+ * lose is the claim's last few hundred milliseconds, which puts the job back
+ * to queued: it runs again, as a job of a worker that died does (at least
+ * once). Enqueues and completions stay synchronous. Saves a WAL flush on the
+ * path from enqueue to start and on every claim of a drain.
  */
 export async function claimJobs(executor: Executor, request: ClaimRequest): Promise<ClaimedJob[]> {
   const ready = (queue: SQL, names: readonly string[], limit: number) => sql`
@@ -185,6 +193,8 @@ export async function claimJobs(executor: Executor, request: ClaimRequest): Prom
         set ${name(jobs.status)} = 'running', ${name(jobs.attempts)} = ${j.attempts} + 1, ${name(jobs.lockedBy)} = ${request.workerId},
             ${name(jobs.heartbeatAt)} = now(), ${name(jobs.startedAt)} = now()
         where ${j.id} = any(${claimed})
+          -- The claim commits without waiting for its WAL flush (see below).
+          and (select set_config('synchronous_commit', 'off', true)) = 'off'
         returning ${j.id}::float8 as "id", ${j.jobName} as "jobName", ${j.queue} as "queue", ${j.payload}::text as "payload",
           ${j.priority} as "priority", ${epochMs(j.runAt)} as "runAtMs", ${j.attempts} as "attempts", ${j.maxAttempts} as "maxAttempts",
           ${epochMs(j.scheduledFor)} as "scheduledForMs", ${j.scheduleKey} as "scheduleKey", ${j.retryPolicy}::text as "retryPolicy"`,
@@ -304,19 +314,20 @@ export async function reapStaleJobs(executor: Executor, leaseMs: number, now?: D
 }
 
 /**
- * Deletes at most `limit` finished jobs of the given statuses that finished
- * more than `keepMs` ago, oldest first (served by jobs_finished_idx), and
- * returns how many went. Queued and running jobs are never touched.
+ * Deletes at most `limit` finished jobs of one status that finished more
+ * than `keepMs` ago, oldest first, and returns how many went. One status
+ * makes the scan an ordered range of jobs_finished_idx (status, finished_at)
+ * that the LIMIT ends. Queued and running jobs are never touched.
  */
 export async function deleteFinishedJobs(
   executor: Executor,
-  batch: { readonly statuses: readonly string[]; readonly keepMs: number; readonly limit: number; readonly now?: Date | undefined },
+  batch: { readonly status: string; readonly keepMs: number; readonly limit: number; readonly now?: Date | undefined },
 ): Promise<number> {
   const [row] = await query<{ n: number }>(
     executor,
     sql`with doomed as (
           select ${jobs.id} as id from ${jobs}
-          where ${jobs.status} = any(${array(batch.statuses, "text")}) and ${jobs.finishedAt} is not null
+          where ${jobs.status} = ${batch.status} and ${jobs.finishedAt} is not null
             and ${jobs.finishedAt} < ${clock(batch.now)} - ${milliseconds(batch.keepMs)}
           order by ${jobs.finishedAt}
           limit ${batch.limit}

@@ -1,0 +1,118 @@
+import { z } from "zod";
+import { parseDuration } from "../duration.js";
+import { ConfigError } from "../errors.js";
+import { closest } from "../suggest.js";
+import type { DatabaseSetting } from "./connection.js";
+
+/** Sets `clientConnectionCheck` where the code does not: "off" (or "false", "0") or a duration such as "1s". */
+export const CLIENT_CONNECTION_CHECK_ENV = "CRONLEDGER_CLIENT_CONNECTION_CHECK";
+
+const DEFAULT_POOL_SIZE = 10;
+const DEFAULT_CLIENT_CONNECTION_CHECK_MS = 1_000;
+/**
+ * postgres.js's own reconnect backoff grows to 20 s and is shared by the
+ * whole pool, so a replica would otherwise sit idle that long after
+ * PostgreSQL is back.
+ */
+const DEFAULT_RECONNECT_DELAY_MS = 2_000;
+const POSTGRES_URL = /^postgres(ql)?:\/\//;
+
+/** How cronledger talks to one PostgreSQL server (or a pooler in front of it), all defaults applied. */
+export interface PostgresSettings {
+  readonly url: string;
+  readonly poolSize: number;
+  /** PostgreSQL's client_connection_check_interval in ms, sent at connect; false: not sent. */
+  readonly clientConnectionCheckMs: number | false;
+  readonly pooler: "pgbouncer" | undefined;
+  /** Where the LISTEN connection goes; undefined behind a pooler: no LISTEN, workers poll. */
+  readonly listenUrl: string | undefined;
+  /**
+   * postgres.js's named prepared statements. PgBouncer in transaction mode hands each
+   * transaction to any server connection, where a statement prepared on another is unknown;
+   * Debian 12's PgBouncer is 1.18, older than the 1.21 that tracks them (max_prepared_statements).
+   */
+  readonly prepare: boolean;
+  /** The longest wait between reconnect attempts (postgres.js's backoff, capped). */
+  readonly reconnectDelayMs: number;
+}
+
+const objectSetting = z.strictObject({
+  url: z.string(),
+  poolSize: z.number().optional(),
+  clientConnectionCheck: z.union([z.number(), z.string(), z.literal(false)]).optional(),
+  pooler: z.literal("pgbouncer").optional(),
+  listenUrl: z.string().regex(POSTGRES_URL, "must be a postgres:// URL of the server itself, not of the pooler").optional(),
+  reconnectDelay: z.union([z.number(), z.string()]).optional(),
+});
+
+function describeIssue(issue: z.core.$ZodIssue, keys: readonly string[]): string {
+  if (issue.code === "unrecognized_keys") {
+    return issue.keys
+      .map((key) => {
+        const hint = closest(key, keys);
+        return `unknown setting "${key}"${hint ? ` (did you mean "${hint}"?)` : ""}`;
+      })
+      .join("; ");
+  }
+  return `${issue.path.join(".") || "database"}: ${issue.message}`;
+}
+
+/** The env var's value as a setting: "off"/"false"/"0" is false, anything else a duration. */
+function clientConnectionCheckFromEnv(value: string | undefined): number | false | undefined {
+  if (value === undefined || value.trim() === "") return undefined;
+  const trimmed = value.trim().toLowerCase();
+  if (trimmed === "off" || trimmed === "false" || trimmed === "0") return false;
+  try {
+    return parseDuration(/^\d+(\.\d+)?$/.test(trimmed) ? Number(trimmed) : trimmed, CLIENT_CONNECTION_CHECK_ENV);
+  } catch {
+    throw new ConfigError(`${CLIENT_CONNECTION_CHECK_ENV}=${JSON.stringify(value)} is neither "off" nor a duration such as "1s" or "500ms".`);
+  }
+}
+
+/**
+ * Applies defaults and checks a PostgreSQL setting. `clientConnectionCheck`
+ * comes from the code, else from CRONLEDGER_CLIENT_CONNECTION_CHECK, else
+ * 1 s directly and off behind PgBouncer, which refuses it at connect and
+ * whose server connection outlives a killed client anyway (the statement
+ * completes; it is atomic either way).
+ */
+export function resolvePostgresSettings(setting: DatabaseSetting, env: NodeJS.ProcessEnv): PostgresSettings {
+  const parsed = objectSetting.safeParse(typeof setting === "string" ? { url: setting } : setting);
+  if (!parsed.success) {
+    const keys = Object.keys(objectSetting.shape);
+    throw new ConfigError(`Invalid database setting: ${parsed.error.issues.map((issue) => describeIssue(issue, keys)).join("; ")}.`);
+  }
+  const options = parsed.data;
+  const poolSize = options.poolSize ?? DEFAULT_POOL_SIZE;
+  if (!Number.isInteger(poolSize) || poolSize < 2) {
+    throw new ConfigError(`poolSize must be at least 2 (got ${poolSize}): migrations hold one connection for their lock while another applies them.`);
+  }
+  const pooler = options.pooler;
+  const fromCode = options.clientConnectionCheck;
+  let clientConnectionCheckMs: number | false;
+  if (fromCode !== undefined) {
+    clientConnectionCheckMs = fromCode === false ? false : parseDuration(fromCode, "clientConnectionCheck");
+  } else {
+    const fromEnv = clientConnectionCheckFromEnv(env[CLIENT_CONNECTION_CHECK_ENV]);
+    clientConnectionCheckMs = fromEnv ?? (pooler === undefined ? DEFAULT_CLIENT_CONNECTION_CHECK_MS : false);
+  }
+  // 0 is PostgreSQL's "off": not sent at all, so a pooler has nothing to refuse.
+  if (clientConnectionCheckMs === 0) clientConnectionCheckMs = false;
+  if (pooler === "pgbouncer" && clientConnectionCheckMs !== false) {
+    const source = fromCode !== undefined ? "clientConnectionCheck" : CLIENT_CONNECTION_CHECK_ENV;
+    throw new ConfigError(
+      `${source} cannot be used with pooler: "pgbouncer": PgBouncer refuses client_connection_check_interval at connect, ` +
+        "and its server connection outlives a client that went away, so the server could not see it go. " +
+        "Leave it unset (it is off behind PgBouncer); see docs/operations.md, \"PgBouncer\".",
+    );
+  }
+  return {
+    url: options.url,
+    poolSize,
+    clientConnectionCheckMs,
+    pooler,
+    listenUrl: options.listenUrl ?? (pooler === undefined ? options.url : undefined),
+    prepare: pooler === undefined,
+    reconnectDelayMs: options.reconnectDelay === undefined ? DEFAULT_RECONNECT_DELAY_MS : parseDuration(options.reconnectDelay, "reconnectDelay"),
+  };
+}
