@@ -57,7 +57,7 @@ describe("a rolling deploy: two versions side by side, then the old one stops", 
 
   function spawnVersion(version: "A" | "B", simStartMs: number): Watched {
     const watched = watch(process.execPath, ["--import", "tsx", FIXTURE], {
-      env: { ...process.env, DATABASE_URL: database.url, VERSION: version, SIM_START_MS: String(simStartMs), GRACE_MS: String(GRACE_MS) },
+      env: { ...process.env, DATABASE_URL: database.url, VERSION: version, SIM_START_MS: String(simStartMs), GRACE_MS: String(GRACE_MS), FIRST_STEP: String(version === "A" ? 0 : B_STARTS) },
     });
     children.add(watched.child);
     void watched.exited.finally(() => children.delete(watched.child));
