@@ -1,3 +1,5 @@
+// The facade an application holds. About 350 lines, most of them the public methods' documentation:
+// each body is a few lines handing work to the Scheduler, the JobQueue, a Worker or the Supervisor.
 import type { z } from "zod";
 import { createMetrics, type CronledgerMetrics } from "./admin/metrics.js";
 import { openDatabase, type Database, type DatabaseSetting } from "./db/connection.js";

@@ -1,3 +1,7 @@
+// The Schedule page as one HTML string: no template engine, no client framework, one small inline
+// script allowed by a CSP hash. Longer than most files because the markup, its escaping and its
+// stylesheet (light/dark, desktop/phone) must be read together; the data comes from
+// src/admin/status.ts.
 import { createHash } from "node:crypto";
 import type { FailureTicket } from "../jobs/failures.js";
 import type { RetryingJob } from "../jobs/retrying.js";

@@ -1,5 +1,5 @@
 import type { Executor } from "../db/executor.js";
-import { cancelQueuedJob } from "../db/sql/jobs.js";
+import { cancelQueuedJob } from "../db/sql/operators.js";
 import { JobNotCancellableError, JobNotFoundError } from "../errors.js";
 
 export interface CancelledJob {

@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import type { Executor } from "../db/executor.js";
-import { failedJobs, jobsByIdempotencyKey } from "../db/sql/jobs.js";
+import { jobsByIdempotencyKey } from "../db/sql/jobs.js";
+import { failedJobs } from "../db/sql/operators.js";
 import { InvalidFailureFilterError } from "../errors.js";
 import { redact } from "../redact.js";
 import { describeRetryOverride, readStoredRetryPolicy } from "./retry-override.js";

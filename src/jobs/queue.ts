@@ -1,19 +1,8 @@
 import type { z } from "zod";
 import type { Database } from "../db/connection.js";
 import { asExecutor, type Executor } from "../db/executor.js";
-import {
-  claimJobs,
-  completeJobs,
-  entryRuns,
-  heartbeatJobs,
-  jobCounts,
-  JOBS_CHANNEL,
-  readyJobStats,
-  type ClaimedJob,
-  type ClaimRequest,
-  type CompletionRow,
-  type EntryRunRow,
-} from "../db/sql/jobs.js";
+import { claimJobs, completeJobs, heartbeatJobs, JOBS_CHANNEL, type ClaimedJob, type ClaimRequest, type CompletionRow } from "../db/sql/jobs.js";
+import { entryRuns, jobCounts, readyJobStats, type EntryRunRow } from "../db/sql/operators.js";
 import type { DatabaseHealth } from "../db/health.js";
 import {
   failUnregisteredJobs,

@@ -1,5 +1,6 @@
 import type { Executor } from "../db/executor.js";
-import { copyFailedJob, jobSummary, jobsByIdempotencyKey } from "../db/sql/jobs.js";
+import { jobsByIdempotencyKey } from "../db/sql/jobs.js";
+import { copyFailedJob, jobSummary } from "../db/sql/operators.js";
 import { JobNotFailedError, JobNotFoundError } from "../errors.js";
 import { boundKey } from "../keys.js";
 import type { JobDefinition } from "./define-job.js";

@@ -1,5 +1,5 @@
 import type { Executor } from "../db/executor.js";
-import { retryingJobs } from "../db/sql/jobs.js";
+import { retryingJobs } from "../db/sql/operators.js";
 import { redact } from "../redact.js";
 import { describeRetryOverride, readStoredRetryPolicy } from "./retry-override.js";
 

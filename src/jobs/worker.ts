@@ -1,3 +1,7 @@
+// The worker loop: claim, start, heartbeat, complete, stop. Longer than most files (about 450
+// lines) because stopping gracefully (grace period, abort, hand-back without counting the attempt)
+// and the wake-up sources (NOTIFY, poll, finished jobs, retries coming due, chores outside the
+// slots) share the loop's state; each separable part already lives in its own module (see below).
 import { randomBytes } from "node:crypto";
 import { hostname } from "node:os";
 import { Backoff } from "../backoff.js";

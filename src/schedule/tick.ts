@@ -1,3 +1,7 @@
+// One scheduler pass over the ledger. Longer than most files because the pass and its failure
+// handling belong together: the transient-error retry, the lock-skip-then-wait, the entry-by-entry
+// isolation that quarantines one bad entry, and turning the statement's rows into outcomes.
+// Planning (which entries, which slots) is pure and lives in src/schedule/plan.ts.
 import type { Executor } from "../db/executor.js";
 import { diagnoseDatabaseError } from "../db/diagnose.js";
 import { isConnectionLoss } from "../db/health.js";

@@ -1,4 +1,4 @@
-import type { EntryRunRow } from "../db/sql/jobs.js";
+import type { EntryRunRow } from "../db/sql/operators.js";
 import type { JobQueue } from "../jobs/queue.js";
 import { redact } from "../redact.js";
 import type { ResolvedEntry } from "../schedule/validate.js";
