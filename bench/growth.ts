@@ -68,7 +68,7 @@ function timeStatements(ledger: Cronledger): TimedStatement[] {
   return log;
 }
 
-const isClaim = (entry: TimedStatement) => /^update cronledger\.jobs j\s+set status = 'running'/.test(entry.text);
+const isClaim = (entry: TimedStatement) => /^update "cronledger"."jobs" as j\s+set "status" = 'running'/.test(entry.text);
 
 // ---- the history ---------------------------------------------------------------------------------
 
@@ -226,7 +226,7 @@ async function firstRetentionStatement(url: string, pruneAt: Date): Promise<SQL 
   let captured: SQL | undefined;
   const stop = new Error("captured");
   db.execute = (async (statement: SQL) => {
-    if (!/delete from cronledger\.jobs/.test(dialect.sqlToQuery(statement).sql)) return execute(statement);
+    if (!/delete from "cronledger"."jobs"/.test(dialect.sqlToQuery(statement).sql)) return execute(statement);
     captured = statement;
     throw stop;
   }) as typeof db.execute;
@@ -249,7 +249,7 @@ async function retention(url: string, pruneAt: Date): Promise<{ rows: number; st
     const started = performance.now();
     const removed = await ledger.prune({ now: pruneAt });
     const totalS = (performance.now() - started) / 1000;
-    const deletes = statements.filter((entry) => /delete from cronledger\.jobs/.test(entry.text)).map((entry) => entry.ms);
+    const deletes = statements.filter((entry) => /delete from "cronledger"."jobs"/.test(entry.text)).map((entry) => entry.ms);
     return { rows: removed.jobRows, statements: deletes.length, longestMs: Math.max(0, ...deletes), totalS, plan };
   } finally {
     await ledger.close();

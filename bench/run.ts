@@ -1,6 +1,7 @@
-// `npm run bench`: the scheduler tick, the throughput rounds, enqueue in a transaction, startup and the status at scale, with the
+// `npm run bench`: the scheduler tick, the throughput rounds, the database's cost per job, enqueue in a transaction, startup and the status at scale, with the
 // machine's state printed before and after (a busy machine moves every figure). Sizes and rounds come
 // from the environment (see docs/benchmarks.md); `npm run bench:growth` runs the large sizes.
+import { runDrainCostBench } from "./drain-cost.js";
 import { runEnqueueTxBench } from "./enqueue-tx.js";
 import { runStartupBench } from "./startup.js";
 import { runStatusBench } from "./status.js";
@@ -12,6 +13,7 @@ console.log(await machineLine("before"));
 const started = performance.now();
 await runTickBench();
 await runThroughputBench();
+await runDrainCostBench();
 await runEnqueueTxBench();
 await runStartupBench();
 await runStatusBench();

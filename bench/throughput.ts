@@ -136,7 +136,8 @@ async function spawnFleet(system: SystemKey, endpoint: Endpoint, section: Sectio
   const exits: Promise<void>[] = [];
   const ready: Promise<void>[] = [];
   for (let index = 0; index < section.processes; index += 1) {
-    const child = spawn(process.execPath, ["--import", "tsx", WORKER], {
+    // BENCH_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof" profiles every worker process (NODE_OPTIONS refuses --cpu-prof).
+    const child = spawn(process.execPath, [...(process.env.BENCH_NODE_ARGS?.split(" ").filter(Boolean) ?? []), "--import", "tsx", WORKER], {
       env: {
         ...process.env,
         BENCH_SYSTEM: system,

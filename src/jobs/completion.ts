@@ -90,7 +90,6 @@ export interface BatcherHost {
   write(rows: readonly CompletionRow[]): Promise<void>;
   /** Called after each successful flush that emptied the batch (the worker may claim again). */
   flushed(): void;
-  /** Reports a failed write; false when it is already logged elsewhere (a lost database, logged once per outage). */
   /** The database's health tracker: a lost connection is logged there, once per outage. */
   readonly health?: { failed(error: unknown): boolean };
   readonly logger: Logger;
