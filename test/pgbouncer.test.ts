@@ -130,6 +130,60 @@ describe("through PgBouncer in transaction mode", () => {
     expect(ledger.database.label).toContain("workers poll");
   });
 
+  it("answers every statement when more run at once than the pool has connections, statuses included", async () => {
+    // Statements with parameters behind ones without, on a pool of 2: pipelined, PgBouncer 1.18 dropped
+    // the second's answer and the promise waited forever (src/db/reserved-begin.ts). Each round must end.
+    const ledger = createCronledger({ database: { url: bounced(), poolSize: 2, pooler: "pgbouncer" }, logger: silentLogger, metrics: false });
+    try {
+      await ledger.migrate();
+      const db = ledger.database.db;
+      for (let round = 0; round < 30; round += 1) {
+        const statements = Array.from({ length: 8 }, (_, index) =>
+          index % 2 === 0 ? query<{ n: number }>(db, sql`select ${index}::int as n`) : query<{ n: number }>(db, sql`select 1::int as n`),
+        );
+        const answered = await Promise.race([
+          Promise.all([...statements, ledger.status()]).then(() => true),
+          new Promise<false>((resolve) => setTimeout(() => resolve(false), 10_000).unref()),
+        ]);
+        expect(answered, `round ${round}`).toBe(true);
+      }
+    } finally {
+      await ledger.close();
+    }
+  });
+
+  it("runs drizzle transactions through it: commit, rollback and a nested rollback to a savepoint", async () => {
+    const ledger = createCronledger({ database: { url: bounced(), poolSize: 2, pooler: "pgbouncer" }, logger: silentLogger, metrics: false, chores: false });
+    try {
+      const db = ledger.database.db;
+      await db.execute(sql`create table if not exists bouncer_tx (n int not null)`);
+      await db.transaction(async (tx) => {
+        await tx.execute(sql`insert into bouncer_tx values (1)`);
+        await tx
+          .transaction(async (inner) => {
+            await inner.execute(sql`insert into bouncer_tx values (2)`);
+            throw new Error("undo the inner one");
+          })
+          .catch(() => undefined);
+        await tx.execute(sql`insert into bouncer_tx values (3)`);
+      });
+      await db
+        .transaction(async (tx) => {
+          await tx.execute(sql`insert into bouncer_tx values (4)`);
+          throw new Error("undo all of it");
+        })
+        .catch(() => undefined);
+      const rows = await query<{ n: number }>(db, sql`select n from bouncer_tx order by n`);
+      expect(rows.map((row) => row.n)).toEqual([1, 3]);
+      // Nothing left open on the server: every transaction ended and gave its connection back.
+      await onServer(async (server) => {
+        expect(await server`select 1 from pg_stat_activity where datname = current_database() and state like 'idle in transaction%'`).toHaveLength(0);
+      });
+    } finally {
+      await ledger.close();
+    }
+  });
+
   it("without pooler: \"pgbouncer\", connecting fails with a message naming the setting", async () => {
     const direct = openDatabase(bounced(), {});
     try {

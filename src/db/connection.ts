@@ -10,6 +10,7 @@ import { ConfigError } from "../errors.js";
 import type { Executor } from "./executor.js";
 import { templateFor } from "./pglite-template.js";
 import { resolvePostgresSettings, type PostgresSettings } from "./settings.js";
+import { withReservedTransactions } from "./reserved-begin.js";
 import { cancellingClient } from "./statement-timeout.js";
 
 export { query } from "./executor.js";
@@ -120,7 +121,11 @@ function openPostgres(settings: PostgresSettings): Database {
   const statements = { count: 0 };
   const connection = { application_name: "cronledger" };
   const backoff = reconnectBackoff(settings.reconnectDelayMs);
-  const client = postgres(settings.url, {
+  // max_pipeline is a postgres.js option its types leave out (its src/index.js reads it; default 100).
+  // 0: one query in flight per connection, transactions on reserved connections (src/db/reserved-begin.ts).
+  const pipelining: { max_pipeline: number } = { max_pipeline: settings.pipeline ? 100 : 0 };
+  const pooled = postgres(settings.url, {
+    ...pipelining,
     max: settings.poolSize,
     prepare: settings.prepare,
     onnotice: () => {},
@@ -130,6 +135,7 @@ function openPostgres(settings: PostgresSettings): Database {
       ...(settings.clientConnectionCheckMs === false ? {} : { client_connection_check_interval: String(settings.clientConnectionCheckMs) }),
     },
   });
+  const client = settings.pipeline ? pooled : withReservedTransactions(pooled);
   // Behind a pooler, LISTEN needs a connection of its own to the server itself.
   const listener =
     settings.listenUrl === undefined

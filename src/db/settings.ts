@@ -32,6 +32,14 @@ export interface PostgresSettings {
    * Debian 12's PgBouncer is 1.18, older than the 1.21 that tracks them (max_prepared_statements).
    */
   readonly prepare: boolean;
+  /**
+   * Whether postgres.js may pipeline (send a query on a connection whose previous query has not
+   * answered yet). Not through PgBouncer: in transaction mode PgBouncer 1.18 can hand the server
+   * connection back to its pool when the first query's transaction ends while the next is already
+   * on the wire, and that query's reply never comes (porsager/postgres#970 describes the same with
+   * Supavisor). Off, transactions run on reserved connections: src/db/reserved-begin.ts.
+   */
+  readonly pipeline: boolean;
   /** The longest wait between reconnect attempts (postgres.js's backoff, capped). */
   readonly reconnectDelayMs: number;
 }
@@ -113,6 +121,7 @@ export function resolvePostgresSettings(setting: DatabaseSetting, env: NodeJS.Pr
     pooler,
     listenUrl: options.listenUrl ?? (pooler === undefined ? options.url : undefined),
     prepare: pooler === undefined,
+    pipeline: pooler === undefined,
     reconnectDelayMs: options.reconnectDelay === undefined ? DEFAULT_RECONNECT_DELAY_MS : parseDuration(options.reconnectDelay, "reconnectDelay"),
   };
 }
