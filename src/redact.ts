@@ -68,7 +68,23 @@ const BASE64_RUN = /(?<![A-Za-z0-9+/=_-])[A-Za-z0-9+/_-]{32,}={0,2}(?![A-Za-z0-9
 function looksEncoded(run: string): boolean {
   if (!/[0-9]/.test(run) || !/[A-Z]/.test(run) || !/[a-z]/.test(run)) return false;
   const separators = run.length - run.replace(/[+/_-]/g, "").length;
-  return separators * 8 <= run.length;
+  return separators * 8 <= run.length && !looksLikePath(run);
+}
+
+/** A path segment that is a word: `fixtures`, `my-app`, `Projects`. */
+const WORD_SEGMENT = /^(?:[a-z][a-z0-9_-]*|[A-Z][a-z][a-z0-9_-]*)$/;
+
+/**
+ * A file path, such as a checkout under a random temporary directory
+ * (`Xk29fLq0aB/test/fixtures/cli/settings`): two slashes or more, and words
+ * for at least half of its length. Random base64 has a `/` once in 64
+ * characters, and segments of lower-case letters only by rare chance.
+ */
+function looksLikePath(run: string): boolean {
+  const segments = run.split("/");
+  if (segments.length < 3) return false;
+  const wordLength = segments.filter((segment) => segment.length >= 3 && WORD_SEGMENT.test(segment)).reduce((sum, segment) => sum + segment.length, 0);
+  return wordLength * 2 >= run.length;
 }
 
 /** End (exclusive) of a quoted string starting at `start`, honouring backslash escapes; the text's end when unterminated. */

@@ -47,6 +47,12 @@ const CASES: readonly { name: string; input: string; secrets: string[]; kept?: s
     kept: ["vault returned", "for the lookup"],
   },
   { name: "a base64url run with separators", input: "sig=ok blob q8Zk3_-Pf0aLm2N9xRt4Yw7Uv1Bc6De5Fg (expired)", secrets: ["q8Zk3_-Pf0aLm2N9xRt4Yw7Uv1Bc6De5Fg"], kept: ["(expired)"] },
+  {
+    name: "a base64 run with slashes, which is not a path",
+    input: "key Qm9vL3Rlc3QK8xZ/aB9kR2mN7pL4/vT6yW1cE3gH5jK0 rejected",
+    secrets: ["Qm9vL3Rlc3QK8xZ/aB9kR2mN7pL4/vT6yW1cE3gH5jK0"],
+    kept: ["rejected"],
+  },
 ];
 
 describe("redact", () => {
@@ -68,6 +74,9 @@ describe("redact", () => {
       "metric cronledger_schedule_slots_total_with_a_long_suffix_2 went up",
       "digest 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08 matched",
       "ENOENT: /home/runner/work/Project2/src/Jobs/SendWeeklyReports/index.ts",
+      // A checkout under a temporary directory with a random mixed-case name (mktemp -d):
+      "Invalid config file /tmp/tmp.Xk29fLq0aB/test/fixtures/cli/settings.config.mjs: unknown option",
+      "Cannot find module /srv/Alice2/projects/billing/config/cronledger.config.ts",
       "ScheduleValidationErrorForTenantAccountsWithoutDigits is thrown",
       "PayloadValidationError [invalid_payload]: list: expected string, received number",
       "JobNotRegisteredError [job_not_registered]: job \"email.sned\" is not registered (did you mean \"email.send\"?)",

@@ -7,7 +7,6 @@ export interface HeartbeatHost {
   beat(ids: readonly number[]): Promise<Set<number>>;
   /** Jobs the reaper took back (their heartbeat went stale before this one). */
   lost(ids: readonly number[]): void;
-  /** Reports a failed beat; true when it should be logged here (a lost database is logged once, elsewhere). */
   /** The database's health tracker: a lost connection is logged there, once per outage. */
   readonly health: { failed(error: unknown): boolean };
   readonly logger: Logger;
