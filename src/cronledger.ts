@@ -21,6 +21,7 @@ import type { RetryingJob } from "./jobs/retrying.js";
 import { Worker, type WorkSummary } from "./jobs/worker.js";
 import { consoleLogger, type Logger } from "./log.js";
 import { adaptLogger } from "./logger-adapter.js";
+import { redactError } from "./redact.js";
 import { resolveCronledgerOptions, resolveStartOptions, resolveWorkOptions, type CronledgerOptions, type ResolvedCronledgerOptions, type ResolvedWorkOptions, type StartOptions, type WorkOptions } from "./options.js";
 import { CHORE_QUEUE, choreSchedule, PRUNE_JOB, REAP_JOB } from "./runtime/chores.js";
 import { reportInterval, SchedulePresence } from "./runtime/presence.js";
@@ -67,6 +68,8 @@ export class Cronledger {
   private readonly unobserve: (() => void) | undefined;
   private schemaCheck: Promise<void> | undefined;
   private presence: SchedulePresence | undefined;
+  /** When tick() last reported this process's schedule (processes that tick without start()). */
+  private tickReportedAtMs: number | undefined;
   private readonly workers = new Set<Worker>();
   /** Every worker this process created (work() and start()'s), so the reaper can heartbeat them first. */
   private readonly created = new Set<Worker>();
@@ -157,7 +160,28 @@ export class Cronledger {
   /** One scheduler pass at `now` (default: the database clock); the chores are part of it with `chores: true` or options. */
   async tick(options: TickOptions = {}): Promise<TickReport> {
     await this.ensureSchema();
-    return this.scheduler.tick(options, this.options.chores.when === "always");
+    const report = await this.scheduler.tick(options, this.options.chores.when === "always");
+    await this.reportFromTick();
+    return report;
+  }
+
+  /**
+   * A process that ticks without start() (its own loop, `cronledger tick
+   * --once` from a system cron) reports its schedule too, after its first
+   * pass and then at most every reportInterval(grace), so the prune grace
+   * counts its rarely firing entries as evaluated. Under start() the
+   * SchedulePresence reports instead. A failed report waits for the next tick.
+   */
+  private async reportFromTick(): Promise<void> {
+    if (this.presence !== undefined) return;
+    const nowMs = Date.now();
+    if (this.tickReportedAtMs !== undefined && nowMs - this.tickReportedAtMs < reportInterval(this.options.chores.ledgerGraceMs)) return;
+    try {
+      await this.scheduler.reportSchedule();
+      this.tickReportedAtMs = nowMs;
+    } catch (error) {
+      this.logger.debug("could not report the schedule as running; the next tick tries again", { error: redactError(error) });
+    }
   }
 
   /**

@@ -54,4 +54,21 @@ describe("the prune chore's grace", () => {
     // The stale version is forgotten with it.
     expect(await run(b, sql`select 1 from cronledger.schedule_versions`)).toEqual([]);
   });
+
+  it("counts the entries of a process that only ticks (no start(), as `cronledger tick --once`) as evaluated: its ticks report its schedule", async () => {
+    const c = open(["ticked-only"]);
+    const cKey = c.entries[0]!.ledgerKey;
+    await c.tick();
+    // Its row ages past the grace, as a yearly entry's does between its slots; the process keeps ticking.
+    await run(c, sql`update cronledger.schedule_state set updated_at = now() - interval '8 days' where key = ${cKey}`);
+    await c.tick();
+    const pruner = open(["something-else"]);
+    const rowOfC = () => run(c, sql`select 1 from cronledger.schedule_state where key = ${cKey}`);
+    await pruner.pruneLedger();
+    expect(await rowOfC()).toHaveLength(1);
+    // Once its reports age past the grace too (it stopped ticking), the row goes.
+    await run(c, sql`update cronledger.schedule_versions set reported_at = now() - interval '8 days'`);
+    await pruner.pruneLedger();
+    expect(await rowOfC()).toHaveLength(0);
+  });
 });
