@@ -140,6 +140,11 @@ export interface WorkOptions {
   readonly pollInterval?: Duration;
   /** Running jobs without a heartbeat for this long are reaped; heartbeats go every lease/3. Default: the ledger's lease. */
   readonly lease?: Duration;
+  /**
+   * How long a claim may go unanswered before the worker claims again without
+   * waiting for it (its rows, if it ever answers, still run); default 5 s.
+   */
+  readonly claimTimeout?: Duration;
   /** On stop(), how long running jobs may take to finish before their signal is aborted; default 25 s. */
   readonly gracePeriod?: Duration;
   /** Test hook: the clock that decides which jobs are due and when retries run (default: the database clock). */
@@ -170,6 +175,14 @@ export const DEFAULT_PRUNE_CRON = "7 * * * *";
 export const DEFAULT_CONCURRENCY = 10;
 export const DEFAULT_BATCH_SIZE = 500;
 export const DEFAULT_POLL_INTERVAL_MS = 1_000;
+/**
+ * A claim answers in milliseconds (it skips locked rows, so it waits on
+ * nobody); one unanswered for 5 s is stuck (a connection that did not come
+ * back from an outage), and with one claim in flight an idle worker would
+ * claim nothing until it answered. Claiming again costs one more statement;
+ * the late claim's rows still run.
+ */
+export const DEFAULT_CLAIM_TIMEOUT_MS = 5_000;
 export const DEFAULT_GRACE_PERIOD_MS = 25_000;
 export const DEFAULT_MAX_TICK_INTERVAL_MS = 30_000;
 export const DEFAULT_INVALID_ENTRIES: InvalidEntriesMode = "quarantine";
@@ -281,6 +294,7 @@ const workShape = {
   batchSize: positiveInteger().default(DEFAULT_BATCH_SIZE),
   pollInterval: duration("pollInterval").default(DEFAULT_POLL_INTERVAL_MS),
   lease: duration("lease").optional(),
+  claimTimeout: duration("claimTimeout").default(DEFAULT_CLAIM_TIMEOUT_MS),
   gracePeriod: duration("gracePeriod").default(DEFAULT_GRACE_PERIOD_MS),
   clock: fn<() => Date>().optional(),
   random: fn<() => number>().optional(),
@@ -339,6 +353,7 @@ export interface ResolvedWorkOptions {
   readonly pollMs: number;
   /** Undefined: the ledger's lease. */
   readonly leaseMs: number | undefined;
+  readonly claimTimeoutMs: number;
   readonly graceMs: number;
   readonly clock: (() => Date) | undefined;
   readonly random: (() => number) | undefined;
@@ -400,6 +415,7 @@ function resolveWorkShape(parsed: z.output<z.ZodObject<typeof workShape>>): Omit
     batchSize: parsed.batchSize,
     pollMs: parsed.pollInterval,
     leaseMs: parsed.lease,
+    claimTimeoutMs: parsed.claimTimeout,
     graceMs: parsed.gracePeriod,
     clock: parsed.clock,
     random: parsed.random,

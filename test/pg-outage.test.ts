@@ -47,6 +47,11 @@ describe("a replica through PostgreSQL outages", () => {
     await until("the long jobs run", async () => (await ask(() => probe<{ n: number }[]>`select count(*)::int as n from cronledger.jobs where job_name = 'outage.long' and status = 'running'`))?.n === 4, 30_000);
 
     const lags: { claimMs: number; tickMs: number }[] = [];
+    // On a failure, the replica's own log says what it was doing.
+    const onFailure = (error: unknown) => {
+      process.stderr.write(`replica log (last 6,000 characters):\n${replica?.output().slice(-6_000) ?? ""}\n`);
+      throw error;
+    };
     for (let outage = 0; outage < OUTAGES; outage += 1) {
       await cluster.stop("fast");
       await new Promise((resolve) => setTimeout(resolve, OUTAGE_MS));
@@ -60,7 +65,7 @@ describe("a replica through PostgreSQL outages", () => {
         "the probe job is claimed",
         async () => (await ask(() => probe<{ started: boolean }[]>`select started_at is not null as started from cronledger.jobs where id = ${inserted!.id}`))?.started === true,
         30_000,
-      );
+      ).catch(onFailure);
       await until(
         "a slot fires after the return",
         async () =>

@@ -255,17 +255,36 @@ export class Worker {
   private async claim(limit: number): Promise<void> {
     this.rate = this.durations.sustainableRate(this.concurrency);
     const signalsBefore = this.signals;
-    let rows: ClaimedJob[];
     const { chores } = this.settings;
+    const pending = this.queue.claim({
+      workerId: this.id,
+      queues: this.queues,
+      jobNames: this.jobNames,
+      limit,
+      chores: chores === undefined ? undefined : { ...chores, limit: CHORE_CLAIM_LIMIT },
+      now: this.settings.clock?.(),
+    });
+    let deadline: NodeJS.Timeout | undefined;
+    const late = new Promise<"late">((resolve) => (deadline = setTimeout(() => resolve("late"), this.settings.claimTimeoutMs)));
+    let rows: ClaimedJob[];
     try {
-      rows = await this.queue.claim({
-        workerId: this.id,
-        queues: this.queues,
-        jobNames: this.jobNames,
-        limit,
-        chores: chores === undefined ? undefined : { ...chores, limit: CHORE_CLAIM_LIMIT },
-        now: this.settings.clock?.(),
-      });
+      const answer = await Promise.race([pending, late]);
+      if (answer === "late") {
+        // Stop waiting, so the next claim can go out; whatever this one claimed still runs when it answers.
+        this.log.warn("a claim has not answered; claiming again without waiting for it", { claimTimeoutMs: this.settings.claimTimeoutMs });
+        pending.then(
+          (answered) => {
+            // A worker stopping by then leaves them to the reaper (back to the queue after the lease).
+            if (this.stopping || this.ended) return;
+            this.absorb(answered, 0, signalsBefore);
+            this.pump();
+          },
+          () => undefined,
+        );
+        this.more = true;
+        return;
+      }
+      rows = answer;
       this.claimBackoff.reset();
       this.queue.health.succeeded();
     } catch (error) {
@@ -277,10 +296,17 @@ export class Worker {
         this.pump();
       }, retryInMs);
       return;
+    } finally {
+      clearTimeout(deadline);
     }
-    const choreNames = chores?.jobNames ?? [];
+    this.absorb(rows, limit, signalsBefore);
+  }
+
+  /** Takes in the rows of a claim that asked for `limit`: chores start at once, the rest wait in the buffer for a slot. */
+  private absorb(rows: readonly ClaimedJob[], limit: number, signalsBefore: number): void {
+    const choreNames = this.settings.chores?.jobNames ?? [];
     const choreRows = rows.filter((job) => choreNames.includes(job.jobName));
-    const ordinary = choreRows.length === 0 ? rows : rows.filter((job) => !choreNames.includes(job.jobName));
+    const ordinary = choreRows.length === 0 ? [...rows] : rows.filter((job) => !choreNames.includes(job.jobName));
     // A wake-up that arrived while this claim ran may announce jobs its snapshot did not see.
     if (ordinary.length < limit && this.signals === signalsBefore) this.more = false;
     if (rows.length === 0) return;
