@@ -271,7 +271,9 @@ export class Worker {
       const answer = await Promise.race([pending, late]);
       if (answer === "late") {
         // Stop waiting, so the next claim can go out; whatever this one claimed still runs when it answers.
-        this.log.warn("a claim has not answered; claiming again without waiting for it", { claimTimeoutMs: this.settings.claimTimeoutMs });
+        // During a known outage that is expected (the outage is logged once, src/db/health.ts): debug only.
+        const level = this.queue.health.down ? "debug" : "warn";
+        this.log[level]("a claim has not answered; claiming again without waiting for it", { claimTimeoutMs: this.settings.claimTimeoutMs });
         pending.then(
           (answered) => {
             // A worker stopping by then leaves them to the reaper (back to the queue after the lease).
