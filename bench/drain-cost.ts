@@ -11,6 +11,7 @@ import { pathToFileURL } from "node:url";
 import postgres from "postgres";
 import { claimJobs, completeJobs, insertJobs, type NewJobRow } from "../src/db/sql/jobs.js";
 import { createCronledger, silentLogger } from "../src/index.js";
+import { RAW_SCHEMA } from "./systems.js";
 import { dropDatabase, envNumber, formatSpread, freshDatabase, markdownTable, printSection, rotate, spread } from "./support.js";
 
 const JOBS = envNumber("BENCH_COST_JOBS", 20_000);
@@ -29,16 +30,6 @@ interface Cost {
   readonly finishUs: number;
   readonly walBytes: number;
 }
-
-const RAW_SCHEMA = `
-  create table raw_jobs (
-    id bigint generated always as identity primary key,
-    payload jsonb not null default '{}',
-    status text not null default 'queued',
-    run_at timestamptz not null default now(),
-    finished_at timestamptz
-  );
-  create index raw_jobs_ready_idx on raw_jobs (run_at, id) where status = 'queued'`;
 
 async function runOnce(variant: Variant, round: number): Promise<Cost> {
   const name = `cronledger_bench_cost_${variant.replace("-", "_")}_${round}`;

@@ -256,7 +256,7 @@ const RAW_POLL_MS = 50;
  * A table with what a queue cannot do without (a status to claim by, a
  * ready time, a payload) and the one partial index that serves the claim.
  */
-const RAW_SCHEMA = `
+export const RAW_SCHEMA = `
   create table raw_jobs (
     id bigint generated always as identity primary key,
     payload jsonb not null default '{}',

@@ -4,7 +4,7 @@ import { createCronledger } from "../src/cronledger.js";
 import { query } from "../src/db/connection.js";
 import { defineJob } from "../src/jobs/define-job.js";
 import { silentLogger, type Logger } from "../src/log.js";
-import { useTestDatabase } from "./support/database.js";
+import { sleepingBackends, useTestDatabase } from "./support/database.js";
 import { until } from "./support/worker-processes.js";
 
 describe("a claim that does not answer", () => {
@@ -27,13 +27,7 @@ describe("a claim that does not answer", () => {
       );
       const stuck = await ledger.enqueue(job, { stuck: true });
       const working = ledger.work({ claimTimeout: 300, pollInterval: 100 });
-      await until("the claim is in its sleep", async () => {
-        const [row] = await query<{ n: number }>(
-          ledger.database.db,
-          sql`select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event = 'PgSleep'`,
-        );
-        return row?.n === 1;
-      });
+      await until("the claim is in its sleep", async () => (await sleepingBackends(ledger.database.db)) === 1);
       // Enqueued while the stuck claim holds the worker's only claim: it runs long before that claim answers.
       const next = await ledger.enqueue(job, {});
       await until("the next job started", () => started.includes(next.id), 2_500);

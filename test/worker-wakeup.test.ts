@@ -4,7 +4,7 @@ import { createCronledger } from "../src/cronledger.js";
 import { query } from "../src/db/connection.js";
 import { defineJob } from "../src/jobs/define-job.js";
 import { silentLogger } from "../src/log.js";
-import { useTestDatabase } from "./support/database.js";
+import { sleepingBackends, useTestDatabase } from "./support/database.js";
 import { until } from "./support/worker-processes.js";
 
 describe("a wake-up that arrives while a claim is in flight", () => {
@@ -33,13 +33,7 @@ describe("a wake-up that arrives while a claim is in flight", () => {
         return row?.n === 1;
       });
       const first = await ledger.enqueue(job, { slow: true });
-      await until("the first claim is in its sleep", async () => {
-        const [row] = await query<{ n: number }>(
-          ledger.database.db,
-          sql`select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event = 'PgSleep'`,
-        );
-        return row?.n === 1;
-      });
+      await until("the first claim is in its sleep", async () => (await sleepingBackends(ledger.database.db)) === 1);
       // Committed after the sleeping claim's snapshot; its NOTIFY reaches the worker while that claim runs.
       const second = await ledger.enqueue(job, {});
       await until("both jobs started", () => started.length === 2, 20_000);

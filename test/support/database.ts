@@ -1,7 +1,9 @@
 import { randomBytes } from "node:crypto";
+import { sql } from "drizzle-orm";
 import { basename } from "node:path";
 import postgres from "postgres";
 import { afterAll, beforeAll, inject } from "vitest";
+import { query, type Executor } from "../../src/db/executor.js";
 import { withDatabase } from "./postgres-url.js";
 
 /** The server the suite runs against (resolved once by the global setup). */
@@ -63,4 +65,13 @@ export function useTestDatabase(label: string): { readonly url: string } {
       return database.url;
     },
   };
+}
+
+/** How many sessions of the executor's database are in pg_sleep now: a statement a test made sleep has reached its sleep. */
+export async function sleepingBackends(executor: Executor): Promise<number> {
+  const [row] = await query<{ n: number }>(
+    executor,
+    sql`select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event = 'PgSleep'`,
+  );
+  return row?.n ?? 0;
 }

@@ -2,10 +2,10 @@
 import { execFileSync, spawn, spawnSync } from "node:child_process";
 import { once } from "node:events";
 import { accessSync, chmodSync, constants, mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { canConnect } from "./postgres-url.js";
+import { freePort } from "./ports.js";
 
 const SEARCH_PATH = ["/usr/sbin", "/usr/local/sbin", "/usr/bin", "/usr/local/bin"];
 
@@ -46,17 +46,6 @@ export function pgbouncerBinary(log: (line: string) => void = (line) => console.
   const installed = findBinary();
   if (installed === undefined) throw new Error("apt-get installed pgbouncer but no pgbouncer binary was found in /usr/sbin or on PATH.");
   return installed;
-}
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  server.listen(0, "127.0.0.1");
-  await once(server, "listening");
-  const address = server.address();
-  server.close();
-  await once(server, "close");
-  if (address === null || typeof address === "string") throw new Error("could not find a free port for pgbouncer");
-  return address.port;
 }
 
 export interface PgBouncer {
