@@ -21,7 +21,6 @@ import type { RetryingJob } from "./jobs/retrying.js";
 import { Worker, type WorkSummary } from "./jobs/worker.js";
 import { consoleLogger, type Logger } from "./log.js";
 import { adaptLogger } from "./logger-adapter.js";
-import { redactError } from "./redact.js";
 import { resolveCronledgerOptions, resolveStartOptions, resolveWorkOptions, type CronledgerOptions, type ResolvedCronledgerOptions, type ResolvedWorkOptions, type StartOptions, type WorkOptions } from "./options.js";
 import { CHORE_QUEUE, choreSchedule, PRUNE_JOB, REAP_JOB } from "./runtime/chores.js";
 import { reportInterval, SchedulePresence } from "./runtime/presence.js";
@@ -67,9 +66,8 @@ export class Cronledger {
   private supervisor: Supervisor | undefined;
   private readonly unobserve: (() => void) | undefined;
   private schemaCheck: Promise<void> | undefined;
-  private presence: SchedulePresence | undefined;
-  /** When tick() last reported this process's schedule (processes that tick without start()). */
-  private tickReportedAtMs: number | undefined;
+  /** Reports this process's schedule as running (src/runtime/presence.ts): on a timer under start(), from tick() otherwise. */
+  private readonly presence: SchedulePresence;
   private readonly workers = new Set<Worker>();
   /** Every worker this process created (work() and start()'s), so the reaper can heartbeat them first. */
   private readonly created = new Set<Worker>();
@@ -126,6 +124,7 @@ export class Cronledger {
       queues: this.knownQueues(),
       database: this.database.label,
     });
+    this.presence = new SchedulePresence(() => this.scheduler.reportSchedule(), reportInterval(this.options.chores.ledgerGraceMs), this.logger);
   }
 
   /** Applies cronledger's migrations under an advisory lock; safe to call from every replica at boot. */
@@ -161,27 +160,10 @@ export class Cronledger {
   async tick(options: TickOptions = {}): Promise<TickReport> {
     await this.ensureSchema();
     const report = await this.scheduler.tick(options, this.options.chores.when === "always");
-    await this.reportFromTick();
+    // A process that only ticks (its own loop, `cronledger tick --once`) reports its schedule too, so the
+    // prune grace counts its rarely firing entries as evaluated.
+    await this.presence.reportIfDue();
     return report;
-  }
-
-  /**
-   * A process that ticks without start() (its own loop, `cronledger tick
-   * --once` from a system cron) reports its schedule too, after its first
-   * pass and then at most every reportInterval(grace), so the prune grace
-   * counts its rarely firing entries as evaluated. Under start() the
-   * SchedulePresence reports instead. A failed report waits for the next tick.
-   */
-  private async reportFromTick(): Promise<void> {
-    if (this.presence !== undefined) return;
-    const nowMs = Date.now();
-    if (this.tickReportedAtMs !== undefined && nowMs - this.tickReportedAtMs < reportInterval(this.options.chores.ledgerGraceMs)) return;
-    try {
-      await this.scheduler.reportSchedule();
-      this.tickReportedAtMs = nowMs;
-    } catch (error) {
-      this.logger.debug("could not report the schedule as running; the next tick tries again", { error: redactError(error) });
-    }
   }
 
   /**
@@ -278,7 +260,6 @@ export class Cronledger {
     supervisor.start();
     this.supervisor = supervisor;
     // The schedule this process runs is reported while it runs, so no other version's prune chore deletes its rows.
-    this.presence = new SchedulePresence(() => this.scheduler.reportSchedule(), reportInterval(this.options.chores.ledgerGraceMs), this.logger);
     this.presence.start();
   }
 
@@ -289,8 +270,7 @@ export class Cronledger {
    */
   async stop(): Promise<WorkSummary | undefined> {
     const supervisor = this.supervisor;
-    this.presence?.stop();
-    this.presence = undefined;
+    this.presence.stop();
     const [summary] = await Promise.all([supervisor?.stop(), ...[...this.workers].map((worker) => worker.stop())]);
     if (this.supervisor === supervisor) this.supervisor = undefined;
     return summary;

@@ -11,15 +11,18 @@ export function reportInterval(graceMs: number): number {
 }
 
 /**
- * While `start()` runs, reports this process's schedule (its ledger keys) as
- * running, at start and then every reportInterval(grace): the prune chore,
- * whichever replica and version runs it, keeps the rows of every schedule
- * reported within the grace (src/db/sql/ledger.ts, pruneLedgerRows). A
- * failed report is retried at the next interval; four in a row would have to
- * fail before the grace could run out.
+ * Reports this process's schedule (its ledger keys) as running: the prune
+ * chore, whichever replica and version runs it, keeps the rows of every
+ * schedule reported within the grace (src/db/sql/ledger.ts,
+ * pruneLedgerRows). While `start()` runs, at start and then every
+ * reportInterval(grace) on a timer; a process that only ticks (its own loop,
+ * `cronledger tick --once`) reports from its ticks, at most as often
+ * (`reportIfDue`). A failed report is retried at the next interval or tick;
+ * four in a row would have to fail before the grace could run out.
  */
 export class SchedulePresence {
   private timer: NodeJS.Timeout | undefined;
+  private lastReportMs: number | undefined;
 
   constructor(
     private readonly report: () => Promise<void>,
@@ -39,9 +42,17 @@ export class SchedulePresence {
     this.timer = undefined;
   }
 
+  /** After a tick outside start(): reports when no report went out within the interval; the timer does it while started. */
+  async reportIfDue(): Promise<void> {
+    if (this.timer !== undefined) return;
+    if (this.lastReportMs !== undefined && Date.now() - this.lastReportMs < this.intervalMs) return;
+    await this.send();
+  }
+
   private async send(): Promise<void> {
     try {
       await this.report();
+      this.lastReportMs = Date.now();
     } catch (error) {
       this.logger.debug("could not report the schedule as running; retrying at the next interval", { error: redactError(error) });
     }
