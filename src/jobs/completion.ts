@@ -1,4 +1,5 @@
 import { Backoff } from "../backoff.js";
+import type { StatementReport } from "../db/health.js";
 import type { CompletionRow } from "../db/sql/jobs.js";
 import type { AttemptStatus } from "../events.js";
 import type { Logger } from "../log.js";
@@ -99,7 +100,7 @@ export interface BatcherHost {
   /** Called after each successful flush that emptied the batch (the worker may claim again). */
   flushed(): void;
   /** The database's health tracker: a lost connection is logged there, once per outage. */
-  readonly health?: { failed(error: unknown): boolean };
+  readonly health?: { sent(): StatementReport };
   readonly logger: Logger;
 }
 
@@ -148,13 +149,15 @@ export class CompletionBatcher {
     const batch = this.pending;
     if (batch.length === 0) return;
     this.pending = [];
+    const sent = this.host.health?.sent();
     try {
       await this.host.write(batch.map(completionRow));
       this.backoff.reset();
+      sent?.succeeded();
     } catch (error) {
       this.pending = batch.concat(this.pending);
       const retryInMs = this.backoff.next(retryCapMs(error, MAX_RETRY_MS));
-      logFailure(this.host.logger, "warn", "recording finished jobs failed; retrying", { jobs: batch.length, retryInMs }, error, this.host.health);
+      logFailure(this.host.logger, "warn", "recording finished jobs failed; retrying", { jobs: batch.length, retryInMs }, error, sent);
     }
   }
 

@@ -1,3 +1,4 @@
+import type { StatementReport } from "../db/health.js";
 import { logFailure, type Logger } from "../log.js";
 
 export interface HeartbeatHost {
@@ -8,7 +9,7 @@ export interface HeartbeatHost {
   /** Jobs the reaper took back (their heartbeat went stale before this one). */
   lost(ids: readonly number[]): void;
   /** The database's health tracker: a lost connection is logged there, once per outage. */
-  readonly health: { failed(error: unknown): boolean };
+  readonly health: { sent(): StatementReport };
   readonly logger: Logger;
 }
 
@@ -45,10 +46,12 @@ export class Heartbeats {
   private async beat(): Promise<void> {
     const ids = this.host.held();
     let alive: Set<number>;
+    const sent = this.host.health.sent();
     try {
       alive = await this.host.beat(ids);
+      sent.succeeded();
     } catch (error) {
-      logFailure(this.host.logger, "warn", "heartbeat failed; the reaper takes jobs back if this lasts longer than the lease", { leaseMs: this.leaseMs }, error, this.host.health);
+      logFailure(this.host.logger, "warn", "heartbeat failed; the reaper takes jobs back if this lasts longer than the lease", { leaseMs: this.leaseMs }, error, sent);
       return;
     }
     const lost = ids.filter((id) => !alive.has(id));

@@ -124,9 +124,7 @@ export class JobQueue implements Enqueuer, AttemptServices {
 
   /** Refreshes the heartbeats of `ids` held by the worker and its row in the registry; resolves with the ids it still holds. */
   async heartbeat(worker: WorkerRegistration, ids: readonly number[]): Promise<Set<number>> {
-    const alive = await heartbeatJobs(this.database.db, worker, ids);
-    this.health.succeeded();
-    return alive;
+    return heartbeatJobs(this.database.db, worker, ids);
   }
 
   /** Takes a stopped worker out of the registry. */

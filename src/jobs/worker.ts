@@ -256,6 +256,7 @@ export class Worker {
     this.rate = this.durations.sustainableRate(this.concurrency);
     const signalsBefore = this.signals;
     const { chores } = this.settings;
+    const sent = this.queue.health.sent();
     const pending = this.queue.claim({
       workerId: this.id,
       queues: this.queues,
@@ -288,11 +289,11 @@ export class Worker {
       }
       rows = answer;
       this.claimBackoff.reset();
-      this.queue.health.succeeded();
+      sent.succeeded();
     } catch (error) {
       const retryInMs = this.claimBackoff.next(retryCapMs(error, MAX_RETRY_BACKOFF_MS));
       if (chores !== undefined) this.choresWanted = true;
-      logFailure(this.log, "warn", "claiming jobs failed; retrying", { retryInMs }, error, this.queue.health);
+      logFailure(this.log, "warn", "claiming jobs failed; retrying", { retryInMs }, error, sent);
       this.claimRetryTimer = setTimeout(() => {
         this.claimRetryTimer = undefined;
         this.pump();

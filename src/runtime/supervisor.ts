@@ -118,15 +118,16 @@ export class Supervisor {
     const backoff = restartBackoff();
     while (!signal.aborted) {
       let delay: number;
+      const sent = this.host.health.sent();
       try {
         const report = await this.host.tick();
-        this.host.health.succeeded();
+        sent.succeeded();
         backoff.reset();
         const untilNext = report.nextFireAt === null ? maxTickMs : report.nextFireAt.getTime() - report.now.getTime() + TICK_MARGIN_MS;
         delay = Math.min(maxTickMs, Math.max(MIN_TICK_SLEEP_MS, untilNext));
       } catch (error) {
         delay = backoff.next(retryCapMs(error, MAX_RESTART_BACKOFF_MS));
-        logFailure(this.host.logger, "error", "scheduler tick failed; retrying", { attempt: backoff.attempts, retryInMs: delay }, error, this.host.health);
+        logFailure(this.host.logger, "error", "scheduler tick failed; retrying", { attempt: backoff.attempts, retryInMs: delay }, error, sent);
       }
       await sleep(delay, signal);
     }
