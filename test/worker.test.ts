@@ -542,9 +542,13 @@ describe("worker on postgres, in real time", () => {
     const working = ledger.work({ concurrency: 1, pollInterval: "10m" });
     await running;
     // The reap slot fires while the one slot is taken; the chore queue's notification brings it in beside the long job.
+    // Two passes around exactly one slot of the reap chore (every 15 s), at least 45 s ago: not on a whole
+    // minute, where the prune chore's slot (minute 7) could fall too. A window of wall-clock times could hold two.
     const now = await databaseNowMs(ledger);
-    await ledger.tick({ now: new Date(now - 60_000) });
-    expect((await ledger.tick({ now: new Date(now - 44_000) })).enqueued.map((outcome) => outcome.jobName)).toContain(REAP_JOB);
+    let reapSlot = Math.floor((now - 45_000) / 15_000) * 15_000;
+    if (reapSlot % 60_000 === 0) reapSlot -= 15_000;
+    await ledger.tick({ now: new Date(reapSlot - 14_000) });
+    expect((await ledger.tick({ now: new Date(reapSlot + 500) })).enqueued.map((outcome) => outcome.jobName)).toEqual([REAP_JOB]);
     await until(async () => (await rows(ledger, sql`select 1 from cronledger.jobs where job_name = ${REAP_JOB} and status = 'succeeded'`)).length === 1);
     expect(await rows(ledger, sql`select status from cronledger.jobs where job_name = 'long.slot'`)).toEqual([{ status: "running" }]);
     finish();
