@@ -4,7 +4,7 @@ import { createCronledger } from "../src/cronledger.js";
 import { query } from "../src/db/connection.js";
 import { defineJob } from "../src/jobs/define-job.js";
 import { silentLogger, type Logger } from "../src/log.js";
-import { sleepingBackends, useTestDatabase } from "./support/database.js";
+import { sleepingBackends, slowClaimsOf, useTestDatabase } from "./support/database.js";
 import { until } from "./support/worker-processes.js";
 
 describe("a claim that does not answer", () => {
@@ -19,12 +19,7 @@ describe("a claim that does not answer", () => {
     try {
       await ledger.migrate();
       // The claim of the job marked `stuck` sleeps 3 s inside its statement: a claim that does not answer.
-      await query(
-        ledger.database.db,
-        sql.raw(`create function public.stuck_claim() returns trigger language plpgsql as $$
-            begin if new.status = 'running' and new.payload ? 'stuck' then perform pg_sleep(3); end if; return new; end $$;
-          create trigger stuck_claim before update on cronledger.jobs for each row execute function public.stuck_claim()`),
-      );
+      await slowClaimsOf(ledger.database.db, "stuck", 3);
       const stuck = await ledger.enqueue(job, { stuck: true });
       const working = ledger.work({ claimTimeout: 300, pollInterval: 100 });
       await until("the claim is in its sleep", async () => (await sleepingBackends(ledger.database.db)) === 1);

@@ -4,7 +4,7 @@ import { createCronledger } from "../src/cronledger.js";
 import { query } from "../src/db/connection.js";
 import { defineJob } from "../src/jobs/define-job.js";
 import { silentLogger } from "../src/log.js";
-import { sleepingBackends, useTestDatabase } from "./support/database.js";
+import { sleepingBackends, slowClaimsOf, useTestDatabase } from "./support/database.js";
 import { until } from "./support/worker-processes.js";
 
 describe("a wake-up that arrives while a claim is in flight", () => {
@@ -17,12 +17,7 @@ describe("a wake-up that arrives while a claim is in flight", () => {
     try {
       await ledger.migrate();
       // Claiming the first job sleeps inside the claim statement, after its snapshot was taken.
-      await query(
-        ledger.database.db,
-        sql.raw(`create function public.slow_claim() returns trigger language plpgsql as $$
-            begin if new.status = 'running' and new.payload ? 'slow' then perform pg_sleep(1); end if; return new; end $$;
-          create trigger slow_claim before update on cronledger.jobs for each row execute function public.slow_claim()`),
-      );
+      await slowClaimsOf(ledger.database.db, "slow", 1);
       // No poll within the test: only NOTIFY can wake the worker.
       const working = ledger.work({ pollInterval: "1h" });
       await until("the worker listens", async () => {

@@ -75,3 +75,17 @@ export async function sleepingBackends(executor: Executor): Promise<number> {
   );
   return row?.n ?? 0;
 }
+
+/**
+ * Makes the claim of any job whose payload has the key `marker` sleep `seconds` inside its statement (a
+ * trigger on the claim's update to running): a claim that is slow, or does not answer, on demand.
+ */
+export async function slowClaimsOf(executor: Executor, marker: string, seconds: number): Promise<void> {
+  const name = `slow_claim_${marker.replace(/\W/g, "_")}`;
+  await query(
+    executor,
+    sql.raw(`create function public.${name}() returns trigger language plpgsql as $$
+        begin if new.status = 'running' and new.payload ? '${marker}' then perform pg_sleep(${seconds}); end if; return new; end $$;
+      create trigger ${name} before update on cronledger.jobs for each row execute function public.${name}()`),
+  );
+}
