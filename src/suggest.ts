@@ -28,13 +28,15 @@ function editDistance(a: string, b: string): number {
   return previous[b.length] ?? 0;
 }
 
-/** The keys an object schema takes at `path` (through optional, default and union wrappers); empty when it is not an object there. */
+/** The keys an object schema takes at `path` (through optional, default, pipe and union wrappers); empty when it is not an object there. */
 function keysAt(schema: z.ZodType, path: readonly PropertyKey[]): string[] {
   let current: unknown = schema;
   const unwrap = (value: unknown): unknown => {
     for (let depth = 0; depth < 8; depth += 1) {
-      const def = (value as { def?: { type?: string; innerType?: unknown; options?: unknown[] } } | undefined)?.def;
+      const def = (value as { def?: { type?: string; innerType?: unknown; in?: unknown; options?: unknown[] } } | undefined)?.def;
       if (def?.innerType !== undefined) value = def.innerType;
+      // A schema that resolves what it parsed (`.transform()`) takes the keys of its input.
+      else if (def?.type === "pipe") value = def.in;
       else if (def?.type === "union") value = def.options?.find((option) => (option as { shape?: unknown }).shape !== undefined) ?? value;
       else break;
       if ((value as { shape?: unknown }).shape !== undefined) break;

@@ -1,7 +1,9 @@
 import { describe, expect, it } from "vitest";
 import { ConfigError } from "../src/errors.js";
 import { defineJob } from "../src/jobs/define-job.js";
-import { parseConfig, resolveCronledgerOptions, resolveStartOptions, resolveWorkOptions } from "../src/options.js";
+import { resolveWorkOptions } from "../src/jobs/work-options.js";
+import { parseConfig, resolveCronledgerOptions } from "../src/options.js";
+import { resolveStartOptions } from "../src/runtime/start-options.js";
 
 // The one options model: every options object parsed strictly, resolved to milliseconds with defaults.
 const job = defineJob({ name: "options.probe", run: () => {} });

@@ -1,66 +1,12 @@
-import type { z } from "zod";
 import type { Executor } from "../db/executor.js";
 import { insertJobs, jobsByIdempotencyKey, type NewJobRow } from "../db/sql/jobs.js";
-import { parseDuration, type Duration } from "../duration.js";
+import { parseDuration } from "../duration.js";
 import { InvalidArgumentError, JobNotRegisteredError, PayloadValidationError } from "../errors.js";
 import { boundKey } from "../keys.js";
-import { resolveRetryOverride } from "../options.js";
 import { closest } from "../suggest.js";
-import { storablePayload, type JobDefinition } from "./define-job.js";
+import { storablePayload, type EnqueuedJob, type EnqueueRequest, type JobDefinition, type JobReference } from "./define-job.js";
 import { DEFAULT_MAX_PAYLOAD_BYTES, payloadTooLarge } from "./payload-limit.js";
-import type { RetryOverride } from "./retry-override.js";
-
-export interface EnqueueOptions {
-  /** Unique per job name: enqueueing an existing key returns the existing job instead of adding one. */
-  readonly idempotencyKey?: string;
-  /** Run no earlier than this instant ... */
-  readonly runAt?: Date;
-  /** ... or after this delay from now. */
-  readonly delay?: Duration;
-  readonly queue?: string;
-  readonly priority?: number;
-  /**
-   * This job's retry policy instead of its job's: a class (`"probe"`), `{ maxAttempts }` (the job's
-   * delays, another budget) or `{ maxAttempts, baseMs, capMs, jitter? }`. Stored with the job, so it
-   * holds on every worker; shown in the failures and status views.
-   */
-  readonly retry?: RetryOverride;
-  /**
-   * The application's drizzle database or transaction to write the job in
-   * (postgres-js, node-postgres or PGlite driver): inside `db.transaction(async (tx) => ...)`,
-   * pass `tx` and the job commits or rolls back with the business rows, and
-   * its queue is woken on commit only. Default: cronledger's own database.
-   */
-  readonly db?: Executor;
-}
-
-/** Options of a whole `enqueueMany` call. */
-export interface EnqueueManyOptions {
-  /** As `EnqueueOptions.db`, for every job of the call. */
-  readonly db?: Executor;
-}
-
-/** What a handler and the application use to enqueue (`ctx.enqueue`, `ledger.enqueue`). */
-export interface Enqueuer {
-  enqueue<S extends z.ZodType>(job: JobReference<S>, payload?: z.input<S>, options?: EnqueueOptions): Promise<EnqueuedJob>;
-  /** Validates every payload first, then inserts all jobs in one statement. */
-  enqueueMany(requests: readonly EnqueueRequest[], options?: EnqueueManyOptions): Promise<EnqueuedJob[]>;
-}
-
-export interface EnqueuedJob {
-  readonly id: number;
-  readonly jobName: string;
-  /** False when the idempotency key already existed and this is that earlier job. */
-  readonly created: boolean;
-}
-
-export type JobReference<S extends z.ZodType = z.ZodType> = JobDefinition<S> | string;
-
-export interface EnqueueRequest<S extends z.ZodType = z.ZodType> {
-  readonly job: JobReference<S>;
-  readonly payload?: z.input<S>;
-  readonly options?: Omit<EnqueueOptions, "db">;
-}
+import { resolveRetryOverride } from "./retry-override.js";
 
 function resolveJob(reference: JobReference, registry: ReadonlyMap<string, JobDefinition>): JobDefinition {
   const name = typeof reference === "string" ? reference : reference.name;
