@@ -3,7 +3,8 @@ import type { DatabaseHealth } from "../db/health.js";
 import { emptySummary } from "../jobs/completion.js";
 import type { Worker, WorkSummary } from "../jobs/worker.js";
 import { retryCapMs } from "../db/diagnose.js";
-import { logFailure, type Logger } from "../log.js";
+import { logFailure } from "../db/log-failure.js";
+import type { Logger } from "../log.js";
 import type { TickReport } from "../events.js";
 
 import type { ResolvedStartOptions } from "./start-options.js";

@@ -27,20 +27,6 @@ export interface LockedEntry {
   readonly slotMs: number;
 }
 
-/** True when `error` or one of its causes (drizzle wraps driver errors) carries SQLSTATE `state`. */
-function hasSqlState(error: unknown, state: string): boolean {
-  for (let current: unknown = error, depth = 0; current && depth < 5; depth += 1) {
-    if ((current as { code?: unknown }).code === state) return true;
-    current = (current as { cause?: unknown }).cause;
-  }
-  return false;
-}
-
-/** 55P03: a lock wait ran past lock_timeout (the second statement's LOCK_WAIT_MS). */
-export const isLockTimeout = (error: unknown) => hasSqlState(error, "55P03");
-/** 57014: the statement was cancelled (by the pass's timeout, src/db/statement-timeout.ts, or an operator). */
-export const isCancelled = (error: unknown) => hasSqlState(error, "57014");
-
 /**
  * A due entry whose row another session has held for longer than
  * LOCK_WAIT_MS: reported, logged (at most once a minute per entry while the

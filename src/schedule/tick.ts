@@ -7,10 +7,11 @@ import { isConnectionLoss } from "../db/health.js";
 import { runPass, type PassRow } from "../db/sql/ledger.js";
 import { isTransientDatabaseError, rootMessage } from "../db/transient.js";
 import { Backoff } from "../backoff.js";
+import { isCancelled, isLockTimeout } from "../error-chain.js";
 import { TickError, type TickPhase } from "../errors.js";
 import { redact } from "../redact.js";
 import type { TickReport } from "../events.js";
-import { isCancelled, isLockTimeout, LOCK_WAIT_MS, lockedRow, quarantine, type LockedEntry } from "./deferrals.js";
+import { LOCK_WAIT_MS, lockedRow, quarantine, type LockedEntry } from "./deferrals.js";
 import { slotIdempotencyKey } from "./identity.js";
 import { emptyResult, outcome, type PassResult, type TickContext, type TickOptions } from "./pass.js";
 import { candidateSlots, earliestFire, expectedDueSlot, fireTime, nextFireAfter, planInstant, planPass, type Plan } from "./plan.js";
@@ -61,7 +62,7 @@ export async function runTick(context: TickContext, options: TickOptions = {}): 
         );
       }
       if (!isTransientDatabaseError(phaseError.original) || attempt > TICK_RETRIES) {
-        throw new TickError(phaseError.phase, phaseError.entry, phaseError.original, attempt);
+        throw new TickError(phaseError.phase, phaseError.entry, phaseError.original, attempt, phaseError.message);
       }
       // A lost database is logged once by whoever runs the ticks (src/db/health.ts); anything else here.
       const log = isConnectionLoss(phaseError.original) ? context.logger.debug : context.logger.warn;
