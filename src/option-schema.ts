@@ -18,7 +18,10 @@ export const duration = (what: string) =>
     try {
       return parseDuration(value, what);
     } catch (error) {
-      context.addIssue({ code: "custom", message: error instanceof Error ? error.message : String(error) });
+      // `continue`: the issue is the value's, not its type's, so a union around it (the database setting) reports it instead of
+      // its own catch-all message. Without its final period: the issues are joined into one sentence.
+      const message = (error instanceof Error ? error.message : String(error)).replace(/\.$/, "");
+      context.addIssue({ code: "custom", message, continue: true });
       return z.NEVER;
     }
   });

@@ -2,14 +2,16 @@ import type { Registry } from "prom-client";
 import { z } from "zod";
 import type { PGlite } from "@electric-sql/pglite";
 import { isPglite, type Database, type DatabaseSetting } from "./db/connection.js";
+import { postgresSettingSchema } from "./db/settings.js";
 import type { Duration } from "./duration.js";
 import { ConfigError } from "./errors.js";
 import type { CronledgerHooks } from "./events.js";
 import { isJobDefinition, type JobDefinition } from "./jobs/define-job.js";
-import { DEFAULT_MAX_PAYLOAD_BYTES, JSONB_MAX_BYTES } from "./jobs/payload-limit.js";
+import { maxPayloadBytesSchema } from "./jobs/payload-limit.js";
+import { DEFAULT_LEASE_MS } from "./jobs/work-options.js";
 import type { Logger } from "./log.js";
-import { duration, object, parseOptions, positiveInteger } from "./option-schema.js";
-import { choresSchema, type ChoresSetting, type ResolvedChores } from "./runtime/chore-options.js";
+import { duration, object, parseOptions, positiveInteger, type Check, type OptionShape, type Takes } from "./option-schema.js";
+import { choresSchema, type ChoresSetting } from "./runtime/chore-options.js";
 import type { ScheduleEntry } from "./schedule/define-schedule.js";
 
 /**
@@ -94,30 +96,34 @@ export interface CronledgerOptions {
   };
 }
 
+/**
+ * What `cronledger.config.ts` default-exports (typed by `defineConfig`, src/config.ts): the same options as
+ * createCronledger (checked by the same schema), so the CLI, CI preflight and the app's own entry point all
+ * read one definition of the jobs and the schedule. `worker` and `admin` configure `cronledger worker`.
+ */
+export interface CronledgerConfig extends Omit<CronledgerOptions, "database" | "jobs"> {
+  /** Every job this app runs; schedule entries and enqueued jobs must name one of them. */
+  readonly jobs: readonly JobDefinition[];
+  /** PostgreSQL URL, "memory://" or "pglite:<dir>"; omitted: DATABASE_URL, else embedded PGlite in ./.cronledger. */
+  readonly database?: DatabaseSetting;
+}
+
 export type InvalidEntriesMode = "quarantine" | "fail";
 
 // ---------------------------------------------------------------- defaults
 
 export const DEFAULT_NAMESPACE = "default";
-export const DEFAULT_LEASE_MS = 30_000;
 export const DEFAULT_INVALID_ENTRIES: InvalidEntriesMode = "quarantine";
 export const DEFAULT_PASS_TIMEOUT_MS = 10_000;
 
-// ---------------------------------------------------------------- building blocks
+// ---------------------------------------------------------------- their schemas
 
 const NAMESPACE = /^[A-Za-z0-9_.:-]{1,64}$/;
 
 const databaseSetting = z.union(
   [
     z.string(),
-    z.strictObject({
-      url: z.string(),
-      poolSize: z.number().int().min(2, "must be at least 2: migrations hold one connection for their lock while another applies them").optional(),
-      clientConnectionCheck: z.union([z.literal(false), z.number(), z.custom<Duration>((value) => typeof value === "string")]).optional(),
-      reconnectDelay: z.union([z.number(), z.custom<Duration>((value) => typeof value === "string")]).optional(),
-      pooler: z.literal("pgbouncer", { error: 'must be "pgbouncer"' }).optional(),
-      listenUrl: z.string().optional(),
-    }),
+    postgresSettingSchema,
     object<Database>("an open Database", (value) => "db" in value && "kind" in value),
     z.custom<PGlite>(isPglite),
   ],
@@ -126,10 +132,24 @@ const databaseSetting = z.union(
 
 const hooksObject = object<CronledgerHooks>("must be an object of listener functions", () => true);
 
+/** The config file's `worker` block; `cronledger worker`'s --concurrency and --queues flags are checked by the same schemas. */
+export const workerBlockSchema = z.strictObject({
+  concurrency: positiveInteger().max(10_000, "must be at most 10000").optional(),
+  queues: z.array(z.string().min(1)).min(1, "needs at least one queue").readonly().optional(),
+} satisfies OptionShape<NonNullable<CronledgerOptions["worker"]>>);
+
+const PORT = "must be a port number from 0 to 65535";
+/** The config file's `admin` block; `cronledger worker`'s --admin-port flag is checked by the same schema. */
+export const adminBlockSchema = z.strictObject({
+  port: z.number({ error: PORT }).int(PORT).min(0, PORT).max(65_535, PORT).optional(),
+  host: z.string().min(1).optional(),
+  token: z.string().optional(),
+} satisfies OptionShape<NonNullable<CronledgerOptions["admin"]>>);
+
 const cronledgerShape = {
   database: databaseSetting.optional(),
-  jobs: z.array(z.custom<JobDefinition>(isJobDefinition, { error: "must be a defineJob() result" })).default([]),
-  schedule: z.array(z.unknown(), { error: "must be an array of entries (defineSchedule([...]))" }).default([]),
+  jobs: z.array(z.custom<JobDefinition>(isJobDefinition, { error: "must be a defineJob() result" })).readonly().default([]),
+  schedule: z.array(z.custom<ScheduleEntry>(() => true), { error: "must be an array of entries (defineSchedule([...]))" }).readonly().default([]),
   namespace: z
     .string()
     .regex(NAMESPACE, "must be 1-64 letters, digits and . _ : -")
@@ -137,7 +157,7 @@ const cronledgerShape = {
   logger: object<Logger>("must have debug, info, warn and error methods", (value) =>
     ["debug", "info", "warn", "error"].every((level) => typeof (value as Record<string, unknown>)[level] === "function"),
   ).optional(),
-  hooks: z.union([hooksObject, z.array(hooksObject)]).optional(),
+  hooks: z.union([hooksObject, z.array(hooksObject).readonly()]).optional(),
   metrics: z
     .union([
       z.literal(false),
@@ -146,75 +166,52 @@ const cronledgerShape = {
     .optional(),
   chores: choresSchema,
   lease: duration("lease").default(DEFAULT_LEASE_MS),
-  maxPayloadBytes: positiveInteger()
-    .max(JSONB_MAX_BYTES, `must be at most ${JSONB_MAX_BYTES}, PostgreSQL's jsonb limit`)
-    .default(DEFAULT_MAX_PAYLOAD_BYTES),
+  maxPayloadBytes: maxPayloadBytesSchema,
   invalidEntries: z.enum(["quarantine", "fail"], { error: 'must be "quarantine" (run the valid entries, show the invalid ones as broken) or "fail" (throw)' }).default(DEFAULT_INVALID_ENTRIES),
   catchUpWindow: duration("catchUpWindow").optional(),
   passTimeout: duration("passTimeout")
     .refine((ms) => ms >= 1, "must be at least 1 ms")
     .default(DEFAULT_PASS_TIMEOUT_MS),
   // The CLI's settings: accepted here too, so a config file's object can be passed to createCronledger as it is.
-  worker: z
-    .strictObject({
-      concurrency: positiveInteger().max(10_000, "must be at most 10000").optional(),
-      queues: z.array(z.string().min(1)).min(1, "needs at least one queue").optional(),
-    })
-    .optional(),
-  admin: z
-    .strictObject({
-      port: z.number().int().min(0).max(65_535, "must be a port number from 0 to 65535").optional(),
-      host: z.string().min(1).optional(),
-      token: z.string().optional(),
-    })
-    .optional(),
-};
+  worker: workerBlockSchema.optional(),
+  admin: adminBlockSchema.optional(),
+} satisfies OptionShape<CronledgerOptions>;
+type _CronledgerShapeTakesCronledgerOptions = Check<Takes<CronledgerOptions, typeof cronledgerShape>>;
 
-const configSchema = z.strictObject({
+const cronledgerSchema = z.strictObject(cronledgerShape).transform((parsed) => ({
+  database: parsed.database,
+  jobs: parsed.jobs,
+  schedule: parsed.schedule,
+  namespace: parsed.namespace,
+  logger: parsed.logger,
+  hooks: (parsed.hooks === undefined ? [] : "length" in parsed.hooks ? parsed.hooks : [parsed.hooks]) as readonly CronledgerHooks[],
+  metrics: parsed.metrics ?? {},
+  chores: parsed.chores,
+  leaseMs: parsed.lease,
+  maxPayloadBytes: parsed.maxPayloadBytes,
+  invalidEntries: parsed.invalidEntries,
+  /** Undefined: entries without their own window get DEFAULT_CATCH_UP_WINDOW_MS (src/schedule/validate.ts). */
+  catchUpWindowMs: parsed.catchUpWindow,
+  passTimeoutMs: parsed.passTimeout,
+}));
+
+const configShape = {
   ...cronledgerShape,
   database: databaseSetting.optional(),
-  jobs: z.array(z.custom<JobDefinition>(isJobDefinition, { error: "must be a defineJob() result" }), { error: "must be an array of defineJob() results" }),
-});
+  jobs: z.array(z.custom<JobDefinition>(isJobDefinition, { error: "must be a defineJob() result" }), { error: "must be an array of defineJob() results" }).readonly(),
+} satisfies OptionShape<CronledgerConfig>;
+type _ConfigShapeTakesCronledgerConfig = Check<Takes<CronledgerConfig, typeof configShape>>;
+const configSchema = z.strictObject(configShape);
 
-// ---------------------------------------------------------------- resolved values
+// ---------------------------------------------------------------- what they resolve to
 
-export interface ResolvedCronledgerOptions {
-  readonly database: DatabaseSetting | Database | undefined;
-  readonly jobs: readonly JobDefinition[];
-  readonly schedule: readonly unknown[];
-  readonly namespace: string;
-  readonly logger: Logger | undefined;
-  readonly hooks: readonly CronledgerHooks[];
-  readonly metrics: { readonly registry?: Registry | undefined } | false;
-  readonly chores: ResolvedChores;
-  readonly leaseMs: number;
-  readonly maxPayloadBytes: number;
-  readonly invalidEntries: InvalidEntriesMode;
-  /** Undefined: entries without their own window get DEFAULT_CATCH_UP_WINDOW_MS (src/schedule/validate.ts). */
-  readonly catchUpWindowMs: number | undefined;
-  readonly passTimeoutMs: number;
-}
+export type ResolvedCronledgerOptions = z.output<typeof cronledgerSchema>;
 
 /** The parsed config file: the createCronledger options plus the CLI worker's and admin server's settings. */
 export type ParsedConfig = z.output<typeof configSchema>;
 
 export function resolveCronledgerOptions(options: CronledgerOptions | undefined): ResolvedCronledgerOptions {
-  const parsed = parseOptions(z.strictObject(cronledgerShape), options, "createCronledger options");
-  return {
-    database: parsed.database,
-    jobs: parsed.jobs,
-    schedule: parsed.schedule,
-    namespace: parsed.namespace,
-    logger: parsed.logger,
-    hooks: parsed.hooks === undefined ? [] : Array.isArray(parsed.hooks) ? parsed.hooks : [parsed.hooks as CronledgerHooks],
-    metrics: parsed.metrics ?? {},
-    chores: parsed.chores,
-    leaseMs: parsed.lease,
-    maxPayloadBytes: parsed.maxPayloadBytes,
-    invalidEntries: parsed.invalidEntries,
-    catchUpWindowMs: parsed.catchUpWindow,
-    passTimeoutMs: parsed.passTimeout,
-  };
+  return parseOptions(cronledgerSchema, options, "createCronledger options");
 }
 
 /** A config file's default export, checked whole; `file` names it in the error. */

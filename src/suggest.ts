@@ -55,7 +55,7 @@ function keysAt(schema: z.ZodType, path: readonly PropertyKey[]): string[] {
  * job, cron, ...`). Schedule entries, options and config files all report
  * through it.
  */
-export function describeShapeIssues(error: z.ZodError, schema: z.ZodType, options: { readonly noun: "field" | "option"; readonly list?: string }): string {
+export function describeShapeIssues(error: z.ZodError, schema: z.ZodType, options: { readonly noun: "field" | "option" | "setting"; readonly list?: string }): string {
   return error.issues
     .map((issue) => {
       const path = issue.path.map(String).join(".");

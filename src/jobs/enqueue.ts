@@ -1,12 +1,11 @@
 import type { Executor } from "../db/executor.js";
 import { insertJobs, jobsByIdempotencyKey, type NewJobRow } from "../db/sql/jobs.js";
-import { parseDuration } from "../duration.js";
-import { InvalidArgumentError, JobNotRegisteredError, PayloadValidationError } from "../errors.js";
+import { JobNotRegisteredError, PayloadValidationError } from "../errors.js";
 import { boundKey } from "../keys.js";
 import { closest } from "../suggest.js";
 import { storablePayload, type EnqueuedJob, type EnqueueRequest, type JobDefinition, type JobReference } from "./define-job.js";
 import { DEFAULT_MAX_PAYLOAD_BYTES, payloadTooLarge } from "./payload-limit.js";
-import { resolveRetryOverride } from "./retry-override.js";
+import { resolveEnqueueOptions } from "./enqueue-options.js";
 
 function resolveJob(reference: JobReference, registry: ReadonlyMap<string, JobDefinition>): JobDefinition {
   const name = typeof reference === "string" ? reference : reference.name;
@@ -15,46 +14,22 @@ function resolveJob(reference: JobReference, registry: ReadonlyMap<string, JobDe
   return job;
 }
 
-const REQUEST_OPTIONS: readonly string[] = ["idempotencyKey", "runAt", "delay", "queue", "priority", "retry"];
-
-/** A request's options take only known keys: a misspelt `idempotencyKey` must not silently enqueue duplicates. */
-function checkOptions(options: object, jobName: string, position: number | undefined): void {
-  for (const key of Object.keys(options)) {
-    if (REQUEST_OPTIONS.includes(key)) continue;
-    const where = position === undefined ? `enqueue(${jobName})` : `enqueueMany item ${position} (${jobName})`;
-    const hint = key === "db" ? "; pass db to the enqueueMany call itself: enqueueMany(requests, { db })" : closestHint(key, REQUEST_OPTIONS);
-    throw new InvalidArgumentError(`${where}: unknown option "${key}"${hint}. Enqueue options are ${REQUEST_OPTIONS.join(", ")} and db.`);
-  }
-}
-
-function closestHint(key: string, known: readonly string[]): string {
-  const hint = closest(key, known);
-  return hint === undefined ? "" : ` (did you mean "${hint}"?)`;
-}
-
 /** Validates every request before anything is written: one bad payload writes nothing. */
 function toRow(request: EnqueueRequest, registry: ReadonlyMap<string, JobDefinition>, maxPayloadBytes: number, position?: number): NewJobRow {
   const job = resolveJob(request.job, registry);
-  if (request.options !== undefined) checkOptions(request.options, job.name, position);
+  const options = resolveEnqueueOptions(request.options, job.name, position);
   const payload = storablePayload(job, request.payload, maxPayloadBytes);
   const context = position === undefined ? undefined : `enqueueMany item ${position}`;
   if ("tooLarge" in payload) throw payloadTooLarge(job.name, payload.tooLarge, maxPayloadBytes, context);
   if (!payload.ok) throw new PayloadValidationError(job.name, payload.issues, context);
-  const options = request.options ?? {};
-  if (options.runAt !== undefined && options.delay !== undefined) {
-    throw new InvalidArgumentError(`enqueue(${job.name}): pass either runAt or delay, not both.`);
-  }
-  // A delay counts from the database clock, like every other instant, not from this host's.
-  const delayMs = options.delay === undefined ? 0 : parseDuration(options.delay, "delay");
-  const runAt = options.runAt;
-  const retry = options.retry === undefined ? undefined : resolveRetryOverride(options.retry, job.name);
+  const { runAt, retry } = options;
   return {
     jobName: job.name,
     queue: options.queue ?? job.queue,
     payloadJson: payload.json,
     priority: options.priority ?? job.priority,
     runAt: runAt === undefined ? null : runAt.toISOString(),
-    delayMs,
+    delayMs: options.delayMs,
     maxAttempts: retry?.maxAttempts ?? job.retry.maxAttempts,
     idempotencyKey: options.idempotencyKey === undefined ? null : boundKey(options.idempotencyKey),
     scheduleKey: null,

@@ -30,6 +30,8 @@ export interface WorkOptions {
   readonly random?: () => number;
 }
 
+/** How long a running job may go without a heartbeat before the reaper takes it back (createCronledger's `lease`, each worker's default). */
+export const DEFAULT_LEASE_MS = 30_000;
 export const DEFAULT_CONCURRENCY = 10;
 export const DEFAULT_BATCH_SIZE = 500;
 export const DEFAULT_POLL_INTERVAL_MS = 1_000;
