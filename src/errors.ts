@@ -1,5 +1,4 @@
-import type { DatabaseDiagnosis, DatabaseProblem } from "./db/diagnose.js";
-import { rootMessage } from "./db/transient.js";
+import { innermostMessage } from "./error-chain.js";
 
 /**
  * Every error cronledger throws or stores, in one place. Each is a
@@ -41,6 +40,29 @@ export type ErrorCode =
   | "migration_required"
   // What the CLI prints for a database problem (src/db/diagnose.ts): the cause, not an error class of its own
   | DatabaseProblem;
+
+/** The known causes of a database failure, as src/db/diagnose.ts names them. */
+export type DatabaseProblem =
+  | "connection_refused"
+  | "host_not_found"
+  | "connection_timeout"
+  | "authentication_failed"
+  | "database_not_found"
+  | "tls_required"
+  | "tls_failed"
+  | "setting_refused"
+  | "too_many_connections"
+  | "server_unavailable";
+
+/** A database failure's cause and its fix (diagnoseDatabaseError in src/db/diagnose.ts). */
+export interface DatabaseDiagnosis {
+  /** Stable name of the cause; the CLI prints it as the error code. */
+  readonly problem: DatabaseProblem;
+  /** One line: the cause, where when known, and what to do. Never SQL. */
+  readonly message: string;
+  /** Retrying cannot fix it; the configuration or the server must change (wrong password, missing database...). */
+  readonly persistent: boolean;
+}
 
 export class CronledgerError extends Error {
   readonly code: ErrorCode;
@@ -195,11 +217,15 @@ export class TickError extends CronledgerError {
   readonly phase: TickPhase;
   readonly entry: string | undefined;
 
-  /** `reason`: what went wrong, when the cause's own message does not say it (a statement cancelled by the pass timeout). */
+  /**
+   * `reason`: what went wrong, in one line (the pass says it: a diagnosis of the
+   * database problem, or the statement cancelled by the pass timeout); default
+   * the innermost cause's message.
+   */
   constructor(phase: TickPhase, entry: string | undefined, cause: unknown, attempts: number, reason?: string) {
     super(
       "tick_failed",
-      `Scheduler tick failed in phase "${phase}"${entry ? ` for entry ${entry}` : ""} after ${attempts} attempt${attempts === 1 ? "" : "s"}: ${reason ?? rootMessage(cause)}. ` +
+      `Scheduler tick failed in phase "${phase}"${entry ? ` for entry ${entry}` : ""} after ${attempts} attempt${attempts === 1 ? "" : "s"}: ${reason ?? innermostMessage(cause)}. ` +
         "Check database connectivity; the next pass retries and no slot is lost (see docs/operations.md, \"Scheduler stuck\").",
       { cause },
     );

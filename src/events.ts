@@ -1,7 +1,47 @@
-import type { TickReport } from "./schedule/tick.js";
+import type { TickPhase } from "./errors.js";
 
 /** How one attempt of a job ended; `panicked` is a terminal failure, `retry` a failure with another attempt scheduled. */
 export type AttemptStatus = "done" | "retry" | "skip" | "noop" | "panicked";
+
+/** One entry's slot as a pass saw it. */
+export interface SlotOutcome {
+  readonly identity: string;
+  readonly key: string;
+  readonly jobName: string;
+  readonly slot: Date;
+}
+
+/** What one scheduler pass did: every listener of `tickCompleted` gets it. */
+export interface TickReport {
+  /** The instant this pass evaluated schedules at (the database clock unless overridden). */
+  readonly now: Date;
+  readonly enqueued: (SlotOutcome & { readonly jobId: number | null })[];
+  /** Another replica claimed the slot first: normal, not an error. */
+  readonly lostRace: SlotOutcome[];
+  /** The slot was older than the catch-up window: the ledger moved on without firing. */
+  readonly skippedStale: SlotOutcome[];
+  /**
+   * The entry's claim or job insert failed; its slot stays unclaimed. The
+   * quarantine is in its ledger row: no replica tries it again before `until`
+   * (QUARANTINE_DEFERRAL_MS later); `count` failures in a row so far.
+   */
+  readonly quarantined: (SlotOutcome & { readonly phase: TickPhase; readonly error: string; readonly until: Date; readonly count: number })[];
+  /**
+   * Due entries whose ledger row another session held locked (a replica's
+   * pass in flight, an open transaction): skipped, not waited for, still due;
+   * tried again LOCKED_RETRY_MS later.
+   */
+  readonly locked: SlotOutcome[];
+  /** Ledger values found in the future beyond tolerance, reset to `now`. */
+  readonly repaired: { readonly identity: string; readonly key: string; readonly jobName: string; readonly from: Date; readonly to: Date }[];
+  /** Ledger rows this pass created for entries seen for the first time. */
+  readonly created: number;
+  /** Earliest upcoming fire time among the entries, for the runner's sleep. */
+  readonly nextFireAt: Date | null;
+  /** Statements sent to the database by this pass. */
+  readonly statements: number;
+  readonly attempts: number;
+}
 
 export type SlotOutcomeLabel = "enqueued" | "lost_race" | "skipped_stale" | "quarantined" | "locked" | "repaired";
 

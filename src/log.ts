@@ -1,5 +1,4 @@
-import { describeDatabaseError, diagnoseDatabaseError } from "./db/diagnose.js";
-import { redact, redactError, redactFields } from "./redact.js";
+import { redact, redactFields } from "./redact.js";
 
 /** Structured logger; cronledger writes one line per event through it. */
 export interface Logger {
@@ -23,34 +22,6 @@ export function childLogger(parent: Logger, fields: Record<string, unknown>, red
       parent[level](redactLines ? redact(message) : message, own === undefined ? fields : { ...fields, ...own });
     };
   return { debug: line("debug"), info: line("info"), warn: line("warn"), error: line("error") };
-}
-
-/**
- * A runtime failure's log line (tick, claim, flush, heartbeat, LISTEN,
- * supervisor restarts): its cause in one line, never the SQL statement drizzle
- * wraps around a driver error; the whole error, statement included, goes to
- * `debug`. A persistent problem (wrong password, missing database) is logged
- * at error level whatever `level` says, saying that retries slow down.
- * With `health`, a lost connection is not logged here: the health tracker
- * logs the outage once when it begins and once when it ends.
- */
-export function logFailure(
-  logger: Logger,
-  level: "warn" | "error",
-  message: string,
-  fields: Record<string, unknown>,
-  error: unknown,
-  /** The process's view of its database (src/db/health.ts): a lost connection is logged there, once per outage, and only at debug here. */
-  health?: { failed(error: unknown): boolean },
-): void {
-  if (health !== undefined && !health.failed(error)) {
-    logger.debug(message, { ...fields, error: redactError(error) });
-    return;
-  }
-  const persistent = diagnoseDatabaseError(error)?.persistent === true;
-  const line = persistent ? `${message} (not transient: retries slow down to once a minute until the cause is fixed)` : message;
-  logger[persistent ? "error" : level](line, { ...fields, error: redact(describeDatabaseError(error)) });
-  logger.debug(`${message}: the full error`, { ...fields, error: redactError(error) });
 }
 
 /** One log line, redacted: `[cronledger] message {fields}`. Handlers log through ctx.log into it too: it redacts, whoever wrote the line. */

@@ -28,13 +28,15 @@ function editDistance(a: string, b: string): number {
   return previous[b.length] ?? 0;
 }
 
-/** The keys an object schema takes at `path` (through optional, default and union wrappers); empty when it is not an object there. */
+/** The keys an object schema takes at `path` (through optional, default, pipe and union wrappers); empty when it is not an object there. */
 function keysAt(schema: z.ZodType, path: readonly PropertyKey[]): string[] {
   let current: unknown = schema;
   const unwrap = (value: unknown): unknown => {
     for (let depth = 0; depth < 8; depth += 1) {
-      const def = (value as { def?: { type?: string; innerType?: unknown; options?: unknown[] } } | undefined)?.def;
+      const def = (value as { def?: { type?: string; innerType?: unknown; in?: unknown; options?: unknown[] } } | undefined)?.def;
       if (def?.innerType !== undefined) value = def.innerType;
+      // A schema that resolves what it parsed (`.transform()`) takes the keys of its input.
+      else if (def?.type === "pipe") value = def.in;
       else if (def?.type === "union") value = def.options?.find((option) => (option as { shape?: unknown }).shape !== undefined) ?? value;
       else break;
       if ((value as { shape?: unknown }).shape !== undefined) break;
@@ -53,7 +55,7 @@ function keysAt(schema: z.ZodType, path: readonly PropertyKey[]): string[] {
  * job, cron, ...`). Schedule entries, options and config files all report
  * through it.
  */
-export function describeShapeIssues(error: z.ZodError, schema: z.ZodType, options: { readonly noun: "field" | "option"; readonly list?: string }): string {
+export function describeShapeIssues(error: z.ZodError, schema: z.ZodType, options: { readonly noun: "field" | "option" | "setting"; readonly list?: string }): string {
   return error.issues
     .map((issue) => {
       const path = issue.path.map(String).join(".");

@@ -3,7 +3,7 @@ import { describe, expect, it } from "vitest";
 import { createMetrics, OTHER_JOB_TYPE } from "../src/admin/metrics.js";
 import { createCronledger } from "../src/cronledger.js";
 import { silentLogger } from "../src/log.js";
-import type { TickReport } from "../src/schedule/tick.js";
+import type { TickReport } from "../src/events.js";
 import { createTestDatabase, serverUrl } from "./support/database.js";
 import { withDatabase } from "./support/postgres-url.js";
 import { parseExposition } from "./support/prometheus.js";

@@ -1,6 +1,7 @@
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createCronledger } from "../src/cronledger.js";
+import { TickError } from "../src/errors.js";
 import { defineJob } from "../src/jobs/define-job.js";
 import { silentLogger, type Logger } from "../src/log.js";
 import { defineSchedule } from "../src/schedule/define-schedule.js";
@@ -164,6 +165,31 @@ describe("a running process whose database starts refusing it", () => {
     expect(String(lost[0]?.fields.error)).toMatch(/^(connection refused at 127\.0\.0\.1:\d+: no PostgreSQL is listening there|the connection to the database was closed|write CONNECTION_)/);
     // The full error, statement included, is there for whoever turns debug on.
     expect(lines.some((line) => line.level === "debug" && /Failed query/.test(String(line.fields.error)))).toBe(true);
+  });
+
+  it("fails a pass with a TickError whose message names the cause and its fix, never the SQL", async () => {
+    const database = await createTestDatabase("database_errors_tick");
+    const proxy = await startSwitchProxy(Number(new URL(serverUrl()).port || 5432));
+    const url = new URL(database.url);
+    url.host = `127.0.0.1:${proxy.port}`;
+    url.password = "wrong-secret";
+    const ledger = createCronledger({ database: url.toString(), jobs: [job], schedule, logger: silentLogger });
+    try {
+      await ledger.migrate();
+      await ledger.tick();
+      proxy.target(wrongPassword.port);
+      const failure: unknown = await ledger.tick().then(
+        () => undefined,
+        (error: unknown) => error,
+      );
+      expect(failure).toBeInstanceOf(TickError);
+      expect((failure as TickError).message).toMatch(/^Scheduler tick failed in phase "pass" after \d+ attempts?: password authentication failed for user "postgres": check the user name and password/);
+      expect((failure as TickError).message).not.toMatch(/Failed query|select |update cronledger|unnest/i);
+    } finally {
+      await ledger.close();
+      await proxy.close();
+      await database.drop();
+    }
   });
 
   it("logs a wrong password loudly, as not transient (retries then slow down to once a minute: see test/db-diagnose.test.ts)", async () => {

@@ -136,6 +136,17 @@ describe("cronledger command line", () => {
     const missingValue = await runCli(["worker", "--concurrency"]);
     expect(missingValue.code).toBe(2);
     expect(missingValue.stderr).toContain("--concurrency needs a value");
+
+    // The flags that set an option are checked by that option's schema (the config's worker and admin blocks), before any database.
+    const [concurrency, queues, port] = await Promise.all([
+      runCli(["worker", "--concurrency", "20000"]),
+      runCli(["worker", "--queues", " , "]),
+      runCli(["worker", "--admin-port", "70000"]),
+    ]);
+    expect(concurrency.stderr).toContain('--concurrency must be at most 10000 (got "20000").');
+    expect(queues.stderr).toContain('--queues needs at least one queue (got " , "), e.g. --queues default,mail.');
+    expect(port.stderr).toContain('--admin-port must be a port number from 0 to 65535 (got "70000").');
+    for (const result of [concurrency, queues, port]) expect(result.code).toBe(2);
   });
 
   it("prints help for every command", async () => {

@@ -63,7 +63,7 @@ describe("cronledger's PostgreSQL connections", () => {
     const typo = { url: database.url, poolsize: 4 } as unknown as DatabaseSetting;
     expect(() => openDatabase(typo, {})).toThrow(/unknown setting "poolsize" \(did you mean "poolSize"\?\)/);
     expect(() => openDatabase({ url: database.url, pooler: "pgpool" as "pgbouncer" }, {})).toThrow(ConfigError);
-    expect(() => openDatabase({ url: database.url, poolSize: 1 }, {})).toThrow(/poolSize must be at least 2 \(got 1\)/);
+    expect(() => openDatabase({ url: database.url, poolSize: 1 }, {})).toThrow(/poolSize: must be at least 2 \(got 1\): migrations hold one connection/);
   });
 
   it("say what to do when a server or pooler refuses that setting", () => {

@@ -181,6 +181,6 @@ describe("retries of a persistent problem", () => {
   it("are named in the messages that quote the root cause (tick and migration errors)", () => {
     const missing = wrapped(serverError("3D000", 'database "app" does not exist'));
     expect(rootMessage(missing)).toMatch(/^database "app" does not exist: create it .*database\.url\)$/);
-    expect(new TickError("pass", undefined, missing, 1).message).toContain('failed in phase "pass" after 1 attempt: database "app" does not exist: create it');
+    // A pass says it in its TickError (test/cli-database-errors.test.ts runs one against a server that refuses it).
   });
 });

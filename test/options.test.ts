@@ -1,7 +1,13 @@
 import { describe, expect, it } from "vitest";
-import { ConfigError } from "../src/errors.js";
+import { openDatabase } from "../src/db/connection.js";
+import { ConfigError, InvalidArgumentError } from "../src/errors.js";
 import { defineJob } from "../src/jobs/define-job.js";
-import { parseConfig, resolveCronledgerOptions, resolveStartOptions, resolveWorkOptions } from "../src/options.js";
+import { resolveEnqueueOptions } from "../src/jobs/enqueue-options.js";
+import { resolveMaxPayloadBytes } from "../src/jobs/payload-limit.js";
+import { RETRY_CLASSES } from "../src/jobs/retry.js";
+import { resolveWorkOptions } from "../src/jobs/work-options.js";
+import { parseConfig, resolveCronledgerOptions } from "../src/options.js";
+import { resolveStartOptions } from "../src/runtime/start-options.js";
 
 // The one options model: every options object parsed strictly, resolved to milliseconds with defaults.
 const job = defineJob({ name: "options.probe", run: () => {} });
@@ -81,3 +87,46 @@ describe("config files", () => {
     expect(() => parseConfig({ schedule: [] }, "c.ts")).toThrow(/has no `jobs` array/);
   });
 });
+
+describe("the database setting, one schema for every entry point", () => {
+  it("says what is wrong the same way in createCronledger, the config file and openDatabase", () => {
+    const typo = { url: "postgres://localhost/app", reconectDelay: "1s" };
+    expect(() => resolveCronledgerOptions({ database: typo } as never)).toThrow(/unknown option "database\.reconectDelay" \(did you mean "reconnectDelay"\?\)/);
+    expect(() => parseConfig({ jobs: [job], database: typo }, "c.ts")).toThrow(/unknown option "database\.reconectDelay" \(did you mean "reconnectDelay"\?\)/);
+    expect(() => openDatabase(typo as never, {})).toThrow(/unknown setting "reconectDelay" \(did you mean "reconnectDelay"\?\)/);
+    const small = { url: "postgres://localhost/app", poolSize: 1 };
+    expect(() => resolveCronledgerOptions({ database: small })).toThrow(/database\.poolSize: must be at least 2 \(got 1\): migrations hold one connection/);
+    expect(() => openDatabase(small, {})).toThrow(/poolSize: must be at least 2 \(got 1\): migrations hold one connection/);
+    const listen = { url: "postgres://localhost/app", pooler: "pgbouncer" as const, listenUrl: "localhost" };
+    expect(() => resolveCronledgerOptions({ database: listen })).toThrow(/database\.listenUrl: must be a postgres:\/\/ URL of the server itself/);
+    expect(() => resolveCronledgerOptions({ database: { url: "postgres://localhost/app", reconnectDelay: "soon" as never } })).toThrow(/database\.reconnectDelay: Invalid reconnectDelay "soon"/);
+  });
+});
+
+describe("maxPayloadBytes", () => {
+  it("is checked by one schema in createCronledger and validateSchedule, naming the limit and the default", () => {
+    expect(() => resolveCronledgerOptions({ maxPayloadBytes: 0 })).toThrow(/maxPayloadBytes: must be a whole number of bytes from 1 to 268435455 \(PostgreSQL's jsonb limit\); the default is 1048576/);
+    expect(() => resolveMaxPayloadBytes(1.5)).toThrow(/Invalid maxPayloadBytes 1\.5: use a whole number of bytes from 1 to 268435455/);
+    expect(resolveMaxPayloadBytes(undefined)).toBe(1_048_576);
+  });
+});
+
+describe("enqueue options", () => {
+  it("resolve a request's options, the delay in milliseconds", () => {
+    expect(resolveEnqueueOptions({ delay: "2s", priority: 3, retry: "probe" }, "mail.send")).toMatchObject({ delayMs: 2_000, priority: 3, retry: { maxAttempts: RETRY_CLASSES.probe.maxAttempts, stored: { class: "probe" } } });
+    expect(resolveEnqueueOptions(undefined, "mail.send")).toMatchObject({ delayMs: 0, runAt: undefined, retry: undefined });
+  });
+
+  it("refuse an unknown key with the closest known one and the list, a misplaced db, and runAt with delay", () => {
+    expect(() => resolveEnqueueOptions({ idempotencyKye: "k" }, "mail.send")).toThrow(InvalidArgumentError);
+    expect(() => resolveEnqueueOptions({ idempotencyKye: "k" }, "mail.send")).toThrow(
+      /^enqueue\(mail\.send\): unknown option "idempotencyKye" \(did you mean "idempotencyKey"\?\)\. Enqueue options are idempotencyKey, runAt, delay, queue, priority, retry and db\.$/,
+    );
+    expect(() => resolveEnqueueOptions({ db: {} }, "mail.send", 2)).toThrow(/^enqueueMany item 2 \(mail\.send\): unknown option "db"; pass db to the enqueueMany call itself/);
+    expect(() => resolveEnqueueOptions({ runAt: new Date(), delay: "1s" }, "mail.send")).toThrow(/pass either runAt or delay, not both/);
+    expect(() => resolveEnqueueOptions({ delay: "soon" }, "mail.send")).toThrow(/^enqueue\(mail\.send\): delay: /);
+    expect(() => resolveEnqueueOptions({ priority: 1.5 }, "mail.send")).toThrow(/priority: must be an integer/);
+    expect(() => resolveEnqueueOptions({ retry: "sometimes" }, "mail.send")).toThrow(/retry must be "probe"/);
+  });
+});
+

@@ -6,7 +6,7 @@ import { createCronledger, type Cronledger } from "../src/cronledger.js";
 import { query } from "../src/db/connection.js";
 import { defineJob } from "../src/jobs/define-job.js";
 import { silentLogger } from "../src/log.js";
-import { QUARANTINE_DEFERRAL_MS } from "../src/schedule/tick.js";
+import { QUARANTINE_DEFERRAL_MS } from "../src/schedule/deferrals.js";
 import { watch, type Watched } from "./support/child.js";
 import { createTestDatabase } from "./support/database.js";
 import { until } from "./support/worker-processes.js";

@@ -2,7 +2,7 @@ import { createHash, timingSafeEqual } from "node:crypto";
 import { ConfigError, CronledgerError, ERROR_HTTP_STATUS, InvalidFailureFilterError } from "../errors.js";
 import type { FailureFilter, FailureTicket } from "../jobs/failures.js";
 import { summarizeIdempotencyKey } from "../jobs/failures.js";
-import { logFailure } from "../log.js";
+import { logFailure } from "../db/log-failure.js";
 import { ENTRY_STATES, type EntryState } from "../status/health.js";
 import { PAGE_ENTRIES, PAGE_SCRIPT_HASH, renderSchedulePage } from "./page.js";
 import { adminStatus, runView, type AdminLedger, type RunView } from "./status.js";

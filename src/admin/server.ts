@@ -2,7 +2,7 @@ import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { ConfigError } from "../errors.js";
 import { createAdminHandler, normalizeBasePath, type AdminHandler, type AdminHandlerOptions } from "./handler.js";
-import { logFailure } from "../log.js";
+import { logFailure } from "../db/log-failure.js";
 import { toNodeListener } from "./node-listener.js";
 import type { AdminLedger } from "./status.js";
 

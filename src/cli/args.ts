@@ -1,3 +1,4 @@
+import type { z } from "zod";
 import { UsageError } from "../errors.js";
 
 export { UsageError };
@@ -80,4 +81,27 @@ export function integerOption(args: ParsedArgs, name: string, min: number, max: 
     throw new UsageError(`--${name} must be a whole number from ${min} to ${max} (got ${JSON.stringify(raw)}).`);
   }
   return value;
+}
+
+/**
+ * A flag that sets an option (`--concurrency` sets the config's
+ * `worker.concurrency`), checked by that option's own schema. `read` turns
+ * the flag's text into the option's value (default: a number); `example`
+ * ends the message of a bad value. Undefined when the flag is absent.
+ */
+export function optionFlag<T>(
+  args: ParsedArgs,
+  name: string,
+  schema: z.ZodType<T | undefined>,
+  how: { readonly read?: (raw: string) => unknown; readonly example?: string } = {},
+): T | undefined {
+  const raw = args.string(name);
+  if (raw === undefined) return undefined;
+  const read = how.read ?? ((text: string) => (text.trim() === "" ? Number.NaN : Number(text)));
+  const parsed = schema.safeParse(read(raw));
+  if (!parsed.success || parsed.data === undefined) {
+    const problem = parsed.error?.issues[0]?.message ?? "needs a value";
+    throw new UsageError(`--${name} ${problem} (got ${JSON.stringify(raw)})${how.example === undefined ? "" : `, e.g. ${how.example}`}.`);
+  }
+  return parsed.data;
 }

@@ -5,58 +5,15 @@ import { drizzle as drizzlePostgres } from "drizzle-orm/postgres-js";
 import { mkdirSync } from "node:fs";
 import { resolve } from "node:path";
 import postgres from "postgres";
-import type { Duration } from "../duration.js";
 import { ConfigError } from "../errors.js";
 import type { Executor } from "./executor.js";
 import { templateFor } from "./pglite-template.js";
-import { resolvePostgresSettings, type PostgresSettings } from "./settings.js";
+import { resolvePostgresSettings, type DatabaseSetting, type PostgresSettings } from "./settings.js";
 import { withReservedTransactions } from "./reserved-begin.js";
 import { cancellingClient } from "./statement-timeout.js";
 
 export { query } from "./executor.js";
-
-/** Where the data lives: a PostgreSQL URL, `memory://` for in-memory PGlite, or `pglite:<dir>` for PGlite on disk. */
-export type DatabaseSetting =
-  | string
-  | {
-      url: string;
-      /** Connections in the pool; default 10. */
-      poolSize?: number;
-      /**
-       * How often the server checks, while one of our statements runs, that
-       * this process is still there (PostgreSQL's client_connection_check_interval,
-       * sent at connect). A process killed mid-statement then leaves nothing
-       * behind instead of the server finishing its statement. Default "1s"
-       * (or CRONLEDGER_CLIENT_CONNECTION_CHECK, "off" or a duration); false for
-       * PostgreSQL 13. Off behind PgBouncer, which refuses it.
-       */
-      clientConnectionCheck?: Duration | false;
-      /**
-       * "pgbouncer": `url` is a PgBouncer in transaction mode. cronledger then
-       * uses no named prepared statements, sends no client_connection_check_interval,
-       * and LISTENs only on `listenUrl` (without one, workers poll).
-       */
-      pooler?: "pgbouncer";
-      /**
-       * A direct URL of the PostgreSQL server, for the one LISTEN connection per
-       * process that wakes idle workers. Default: `url`, unless `pooler` is set.
-       */
-      listenUrl?: string;
-      /**
-       * The longest wait between attempts to reconnect after the server went
-       * away; default "2s". postgres.js's own backoff grows to 20 s and is
-       * shared by the whole pool, so a replica would otherwise sit idle that
-       * long after PostgreSQL is back.
-       */
-      reconnectDelay?: Duration;
-    }
-  /**
-   * The application's own PGlite instance: cronledger's tables live in it
-   * beside the application's, so `enqueue(..., { db: tx })` with the app's
-   * drizzle-orm/pglite transaction writes to the same database. close()
-   * leaves it open; the application owns it.
-   */
-  | PGlite;
+export type { DatabaseSetting } from "./settings.js";
 
 export const DEFAULT_EMBEDDED_DIR = ".cronledger";
 

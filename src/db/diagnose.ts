@@ -1,3 +1,6 @@
+import { errorChain, type ErrorLike } from "../error-chain.js";
+import type { DatabaseDiagnosis, DatabaseProblem } from "../errors.js";
+
 /**
  * What went wrong talking to the database, in one line that names the cause
  * and the fix. drizzle wraps every driver error in a DrizzleQueryError whose
@@ -7,60 +10,13 @@
  *
  * Pure: no I/O, no logging. The CLI prints `message`; runtime log lines use
  * describeDatabaseError; the supervisor and workers slow their retries down
- * for `persistent` problems (retryCapMs).
+ * for `persistent` problems (retryCapMs). The chain is walked by
+ * src/error-chain.ts; the problems' names are error codes (src/errors.ts).
  */
-
-export type DatabaseProblem =
-  | "connection_refused"
-  | "host_not_found"
-  | "connection_timeout"
-  | "authentication_failed"
-  | "database_not_found"
-  | "tls_required"
-  | "tls_failed"
-  | "setting_refused"
-  | "too_many_connections"
-  | "server_unavailable";
-
-export interface DatabaseDiagnosis {
-  /** Stable name of the cause; the CLI prints it as the error code. */
-  readonly problem: DatabaseProblem;
-  /** One line: the cause, where when known, and what to do. Never SQL. */
-  readonly message: string;
-  /** Retrying cannot fix it; the configuration or the server must change (wrong password, missing database...). */
-  readonly persistent: boolean;
-}
+export type { DatabaseDiagnosis, DatabaseProblem } from "../errors.js";
 
 /** Where the URL lives, for the fixes that say to change it. */
 const URL_HINT = "DATABASE_URL (or the config's database.url)";
-
-/** How deep a cause chain is followed; drizzle adds one level, cronledger's own errors one or two. */
-const MAX_DEPTH = 8;
-
-interface ErrorLike {
-  readonly name?: unknown;
-  readonly message?: unknown;
-  readonly code?: unknown;
-  readonly address?: unknown;
-  readonly port?: unknown;
-  readonly hostname?: unknown;
-  readonly cause?: unknown;
-  readonly errors?: unknown;
-}
-
-/** Every error in the chain (causes, and the attempts of an AggregateError), outermost first. */
-function chain(error: unknown): ErrorLike[] {
-  const found: ErrorLike[] = [];
-  const visit = (current: unknown, depth: number) => {
-    if (typeof current !== "object" || current === null || depth > MAX_DEPTH || found.includes(current)) return;
-    const item = current as ErrorLike;
-    found.push(item);
-    if (Array.isArray(item.errors)) for (const inner of item.errors) visit(inner, depth + 1);
-    visit(item.cause, depth + 1);
-  };
-  visit(error, 0);
-  return found;
-}
 
 const text = (value: unknown): string => (typeof value === "string" ? value : value === undefined || value === null ? "" : String(value));
 
@@ -72,7 +28,7 @@ function endpoint(error: ErrorLike): string | undefined {
   return port === "" ? address : `${address.includes(":") && !address.startsWith("[") ? `[${address}]` : address}:${port}`;
 }
 
-/** The first error in the chain with a string `code` satisfying `test`. */
+/** The first error of `errors` with a string `code` satisfying `test`. */
 function withCode(errors: readonly ErrorLike[], test: (code: string) => boolean): ErrorLike | undefined {
   return errors.find((error) => typeof error.code === "string" && test(error.code));
 }
@@ -85,7 +41,7 @@ const REFUSED_PARAMETER = /unsupported startup parameter:?\s*"?([\w.]+)"?|unreco
 
 /** Names the cause of a database failure and its fix, or undefined when the error is not one of the known connection problems. */
 export function diagnoseDatabaseError(error: unknown): DatabaseDiagnosis | undefined {
-  const errors = chain(error);
+  const errors = errorChain(error);
   const diagnosis = (problem: DatabaseProblem, message: string, persistent: boolean): DatabaseDiagnosis => ({ problem, message, persistent });
 
   // SQLSTATEs first: a server that answered said exactly what is wrong.
@@ -183,7 +139,7 @@ function isStatementWrapper(error: ErrorLike): boolean {
 export function describeDatabaseError(error: unknown): string {
   const diagnosis = diagnoseDatabaseError(error);
   if (diagnosis) return diagnosis.message;
-  const errors = chain(error);
+  const errors = errorChain(error);
   const shown = errors.find((item) => !isStatementWrapper(item)) ?? errors.at(-1);
   if (shown === undefined) return text(error);
   if (!(shown instanceof Error)) {

@@ -1,18 +1,11 @@
+import { hasStatementConflict } from "../error-chain.js";
 import type { Logger } from "../log.js";
 import { isTransientDatabaseError, rootMessage } from "./transient.js";
 
-/** Serialization failures and deadlocks are transient but say nothing about the connection. */
-const NOT_CONNECTIVITY = new Set(["40001", "40P01"]);
-
 /** True for errors that mean the database could not be reached (refused, dropped, shut down), not that a statement went wrong. */
 export function isConnectionLoss(error: unknown): boolean {
-  if (!isTransientDatabaseError(error)) return false;
-  for (let current: unknown = error, depth = 0; current && depth < 5; depth += 1) {
-    const code = (current as { code?: unknown }).code;
-    if (typeof code === "string" && NOT_CONNECTIVITY.has(code)) return false;
-    current = (current as { cause?: unknown }).cause;
-  }
-  return true;
+  // Serialization failures and deadlocks are transient but say nothing about the connection.
+  return isTransientDatabaseError(error) && !hasStatementConflict(error);
 }
 
 /** What one statement's answer tells the health tracker (DatabaseHealth.sent()). */

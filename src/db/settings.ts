@@ -1,8 +1,55 @@
+import type { PGlite } from "@electric-sql/pglite";
 import { z } from "zod";
-import { parseDuration } from "../duration.js";
+import { parseDuration, type Duration } from "../duration.js";
 import { ConfigError } from "../errors.js";
-import { closest } from "../suggest.js";
-import type { DatabaseSetting } from "./connection.js";
+import { duration, type Check, type OptionShape, type Takes } from "../option-schema.js";
+import { describeShapeIssues } from "../suggest.js";
+
+/** Where the data lives: a PostgreSQL URL, `memory://` for in-memory PGlite, or `pglite:<dir>` for PGlite on disk. */
+export type DatabaseSetting =
+  | string
+  | PostgresSetting
+  /**
+   * The application's own PGlite instance: cronledger's tables live in it
+   * beside the application's, so `enqueue(..., { db: tx })` with the app's
+   * drizzle-orm/pglite transaction writes to the same database. close()
+   * leaves it open; the application owns it.
+   */
+  | PGlite;
+
+/** A PostgreSQL server (or a pooler in front of it) and how to talk to it. */
+export interface PostgresSetting {
+  url: string;
+  /** Connections in the pool; default 10. */
+  poolSize?: number;
+  /**
+   * How often the server checks, while one of our statements runs, that
+   * this process is still there (PostgreSQL's client_connection_check_interval,
+   * sent at connect). A process killed mid-statement then leaves nothing
+   * behind instead of the server finishing its statement. Default "1s"
+   * (or CRONLEDGER_CLIENT_CONNECTION_CHECK, "off" or a duration); false for
+   * PostgreSQL 13. Off behind PgBouncer, which refuses it.
+   */
+  clientConnectionCheck?: Duration | false;
+  /**
+   * "pgbouncer": `url` is a PgBouncer in transaction mode. cronledger then
+   * uses no named prepared statements, sends no client_connection_check_interval,
+   * and LISTENs only on `listenUrl` (without one, workers poll).
+   */
+  pooler?: "pgbouncer";
+  /**
+   * A direct URL of the PostgreSQL server, for the one LISTEN connection per
+   * process that wakes idle workers. Default: `url`, unless `pooler` is set.
+   */
+  listenUrl?: string;
+  /**
+   * The longest wait between attempts to reconnect after the server went
+   * away; default "2s". postgres.js's own backoff grows to 20 s and is
+   * shared by the whole pool, so a replica would otherwise sit idle that
+   * long after PostgreSQL is back.
+   */
+  reconnectDelay?: Duration;
+}
 
 /** Sets `clientConnectionCheck` where the code does not: "off" (or "false", "0") or a duration such as "1s". */
 export const CLIENT_CONNECTION_CHECK_ENV = "CRONLEDGER_CLIENT_CONNECTION_CHECK";
@@ -44,26 +91,19 @@ export interface PostgresSettings {
   readonly reconnectDelayMs: number;
 }
 
-const objectSetting = z.strictObject({
-  url: z.string(),
-  poolSize: z.number().optional(),
-  clientConnectionCheck: z.union([z.number(), z.string(), z.literal(false)]).optional(),
-  pooler: z.literal("pgbouncer").optional(),
-  listenUrl: z.string().regex(POSTGRES_URL, "must be a postgres:// URL of the server itself, not of the pooler").optional(),
-  reconnectDelay: z.union([z.number(), z.string()]).optional(),
-});
+const POOL_SIZE_FLOOR = (issue: { readonly input?: unknown }) =>
+  `must be at least 2 (got ${String(issue.input)}): migrations hold one connection for their lock while another applies them`;
 
-function describeIssue(issue: z.core.$ZodIssue, keys: readonly string[]): string {
-  if (issue.code === "unrecognized_keys") {
-    return issue.keys
-      .map((key) => {
-        const hint = closest(key, keys);
-        return `unknown setting "${key}"${hint ? ` (did you mean "${hint}"?)` : ""}`;
-      })
-      .join("; ");
-  }
-  return `${issue.path.join(".") || "database"}: ${issue.message}`;
-}
+/** The object form of the database setting: every entry point (createCronledger, the config file, openDatabase) checks it with this. */
+export const postgresSettingSchema = z.strictObject({
+  url: z.string({ error: "must be a URL" }),
+  poolSize: z.number({ error: "must be a number" }).int({ error: POOL_SIZE_FLOOR }).min(2, { error: POOL_SIZE_FLOOR }).optional(),
+  clientConnectionCheck: z.union([z.literal(false), duration("clientConnectionCheck")], { error: 'must be false or a duration such as "1s"' }).optional(),
+  pooler: z.literal("pgbouncer", { error: 'must be "pgbouncer"' }).optional(),
+  listenUrl: z.string().regex(POSTGRES_URL, "must be a postgres:// URL of the server itself, not of the pooler").optional(),
+  reconnectDelay: duration("reconnectDelay").optional(),
+} satisfies OptionShape<PostgresSetting>);
+type _PostgresSettingSchemaTakesIt = Check<Takes<PostgresSetting, typeof postgresSettingSchema.shape>>;
 
 /** The env var's value as a setting: "off"/"false"/"0" is false, anything else a duration. */
 function clientConnectionCheckFromEnv(value: string | undefined): number | false | undefined {
@@ -85,21 +125,15 @@ function clientConnectionCheckFromEnv(value: string | undefined): number | false
  * completes; it is atomic either way).
  */
 export function resolvePostgresSettings(setting: DatabaseSetting, env: NodeJS.ProcessEnv): PostgresSettings {
-  const parsed = objectSetting.safeParse(typeof setting === "string" ? { url: setting } : setting);
-  if (!parsed.success) {
-    const keys = Object.keys(objectSetting.shape);
-    throw new ConfigError(`Invalid database setting: ${parsed.error.issues.map((issue) => describeIssue(issue, keys)).join("; ")}.`);
-  }
+  const parsed = postgresSettingSchema.safeParse(typeof setting === "string" ? { url: setting } : setting);
+  if (!parsed.success) throw new ConfigError(`Invalid database setting: ${describeShapeIssues(parsed.error, postgresSettingSchema, { noun: "setting" })}.`);
   const options = parsed.data;
   const poolSize = options.poolSize ?? DEFAULT_POOL_SIZE;
-  if (!Number.isInteger(poolSize) || poolSize < 2) {
-    throw new ConfigError(`poolSize must be at least 2 (got ${poolSize}): migrations hold one connection for their lock while another applies them.`);
-  }
   const pooler = options.pooler;
   const fromCode = options.clientConnectionCheck;
   let clientConnectionCheckMs: number | false;
   if (fromCode !== undefined) {
-    clientConnectionCheckMs = fromCode === false ? false : parseDuration(fromCode, "clientConnectionCheck");
+    clientConnectionCheckMs = fromCode;
   } else {
     const fromEnv = clientConnectionCheckFromEnv(env[CLIENT_CONNECTION_CHECK_ENV]);
     clientConnectionCheckMs = fromEnv ?? (pooler === undefined ? DEFAULT_CLIENT_CONNECTION_CHECK_MS : false);
@@ -122,6 +156,6 @@ export function resolvePostgresSettings(setting: DatabaseSetting, env: NodeJS.Pr
     listenUrl: options.listenUrl ?? (pooler === undefined ? options.url : undefined),
     prepare: pooler === undefined,
     pipeline: pooler === undefined,
-    reconnectDelayMs: options.reconnectDelay === undefined ? DEFAULT_RECONNECT_DELAY_MS : parseDuration(options.reconnectDelay, "reconnectDelay"),
+    reconnectDelayMs: options.reconnectDelay ?? DEFAULT_RECONNECT_DELAY_MS,
   };
 }

@@ -1,7 +1,8 @@
 import type { z } from "zod";
 import { childLogger, type Logger } from "../log.js";
 import type { JobContext, JobDefinition, JobResult, JobSchedule } from "./define-job.js";
-import type { EnqueuedJob, EnqueueManyOptions, EnqueueOptions, Enqueuer, EnqueueRequest, JobReference } from "./enqueue.js";
+import type { EnqueuedJob, Enqueuer, EnqueueRequest, JobReference } from "./define-job.js";
+import type { EnqueueManyOptions, EnqueueOptions } from "./enqueue-options.js";
 
 export interface AttemptInput {
   readonly jobId: number;

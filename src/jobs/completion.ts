@@ -4,7 +4,7 @@ import type { CompletionRow } from "../db/sql/jobs.js";
 import type { AttemptStatus } from "../events.js";
 import type { Logger } from "../log.js";
 import { retryCapMs } from "../db/diagnose.js";
-import { logFailure } from "../log.js";
+import { logFailure } from "../db/log-failure.js";
 
 /** How an attempt ended, as the worker writes it back. */
 export type Completion =

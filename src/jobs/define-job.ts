@@ -2,7 +2,7 @@ import { z } from "zod";
 import { parseDuration, type Duration } from "../duration.js";
 import { ConfigError } from "../errors.js";
 import type { Logger } from "../log.js";
-import type { Enqueuer } from "./enqueue.js";
+import type { EnqueueManyOptions, EnqueueOptions } from "./enqueue-options.js";
 import { bytesOverLimit, DEFAULT_MAX_PAYLOAD_BYTES } from "./payload-limit.js";
 import { resolveRetryPolicy, type RetryClass, type RetryPolicy } from "./retry.js";
 
@@ -148,4 +148,28 @@ export function storablePayload(
     ok: false,
     issues: describeIssues(stored.error).map((issue) => `${issue} after the JSON round trip it is stored through (use a JSON-safe schema, e.g. z.coerce.date() or an ISO string)`),
   };
+}
+
+// ---------------------------------------------------------------- what a handler and the application enqueue with
+
+/** What a handler and the application use to enqueue (`ctx.enqueue`, `ledger.enqueue`). */
+export interface Enqueuer {
+  enqueue<S extends z.ZodType>(job: JobReference<S>, payload?: z.input<S>, options?: EnqueueOptions): Promise<EnqueuedJob>;
+  /** Validates every payload first, then inserts all jobs in one statement. */
+  enqueueMany(requests: readonly EnqueueRequest[], options?: EnqueueManyOptions): Promise<EnqueuedJob[]>;
+}
+
+export interface EnqueuedJob {
+  readonly id: number;
+  readonly jobName: string;
+  /** False when the idempotency key already existed and this is that earlier job. */
+  readonly created: boolean;
+}
+
+export type JobReference<S extends z.ZodType = z.ZodType> = JobDefinition<S> | string;
+
+export interface EnqueueRequest<S extends z.ZodType = z.ZodType> {
+  readonly job: JobReference<S>;
+  readonly payload?: z.input<S>;
+  readonly options?: Omit<EnqueueOptions, "db">;
 }

@@ -1,66 +1,11 @@
-import type { z } from "zod";
 import type { Executor } from "../db/executor.js";
 import { insertJobs, jobsByIdempotencyKey, type NewJobRow } from "../db/sql/jobs.js";
-import { parseDuration, type Duration } from "../duration.js";
-import { InvalidArgumentError, JobNotRegisteredError, PayloadValidationError } from "../errors.js";
+import { JobNotRegisteredError, PayloadValidationError } from "../errors.js";
 import { boundKey } from "../keys.js";
-import { resolveRetryOverride } from "../options.js";
 import { closest } from "../suggest.js";
-import { storablePayload, type JobDefinition } from "./define-job.js";
+import { storablePayload, type EnqueuedJob, type EnqueueRequest, type JobDefinition, type JobReference } from "./define-job.js";
 import { DEFAULT_MAX_PAYLOAD_BYTES, payloadTooLarge } from "./payload-limit.js";
-import type { RetryOverride } from "./retry-override.js";
-
-export interface EnqueueOptions {
-  /** Unique per job name: enqueueing an existing key returns the existing job instead of adding one. */
-  readonly idempotencyKey?: string;
-  /** Run no earlier than this instant ... */
-  readonly runAt?: Date;
-  /** ... or after this delay from now. */
-  readonly delay?: Duration;
-  readonly queue?: string;
-  readonly priority?: number;
-  /**
-   * This job's retry policy instead of its job's: a class (`"probe"`), `{ maxAttempts }` (the job's
-   * delays, another budget) or `{ maxAttempts, baseMs, capMs, jitter? }`. Stored with the job, so it
-   * holds on every worker; shown in the failures and status views.
-   */
-  readonly retry?: RetryOverride;
-  /**
-   * The application's drizzle database or transaction to write the job in
-   * (postgres-js, node-postgres or PGlite driver): inside `db.transaction(async (tx) => ...)`,
-   * pass `tx` and the job commits or rolls back with the business rows, and
-   * its queue is woken on commit only. Default: cronledger's own database.
-   */
-  readonly db?: Executor;
-}
-
-/** Options of a whole `enqueueMany` call. */
-export interface EnqueueManyOptions {
-  /** As `EnqueueOptions.db`, for every job of the call. */
-  readonly db?: Executor;
-}
-
-/** What a handler and the application use to enqueue (`ctx.enqueue`, `ledger.enqueue`). */
-export interface Enqueuer {
-  enqueue<S extends z.ZodType>(job: JobReference<S>, payload?: z.input<S>, options?: EnqueueOptions): Promise<EnqueuedJob>;
-  /** Validates every payload first, then inserts all jobs in one statement. */
-  enqueueMany(requests: readonly EnqueueRequest[], options?: EnqueueManyOptions): Promise<EnqueuedJob[]>;
-}
-
-export interface EnqueuedJob {
-  readonly id: number;
-  readonly jobName: string;
-  /** False when the idempotency key already existed and this is that earlier job. */
-  readonly created: boolean;
-}
-
-export type JobReference<S extends z.ZodType = z.ZodType> = JobDefinition<S> | string;
-
-export interface EnqueueRequest<S extends z.ZodType = z.ZodType> {
-  readonly job: JobReference<S>;
-  readonly payload?: z.input<S>;
-  readonly options?: Omit<EnqueueOptions, "db">;
-}
+import { resolveEnqueueOptions } from "./enqueue-options.js";
 
 function resolveJob(reference: JobReference, registry: ReadonlyMap<string, JobDefinition>): JobDefinition {
   const name = typeof reference === "string" ? reference : reference.name;
@@ -69,46 +14,22 @@ function resolveJob(reference: JobReference, registry: ReadonlyMap<string, JobDe
   return job;
 }
 
-const REQUEST_OPTIONS: readonly string[] = ["idempotencyKey", "runAt", "delay", "queue", "priority", "retry"];
-
-/** A request's options take only known keys: a misspelt `idempotencyKey` must not silently enqueue duplicates. */
-function checkOptions(options: object, jobName: string, position: number | undefined): void {
-  for (const key of Object.keys(options)) {
-    if (REQUEST_OPTIONS.includes(key)) continue;
-    const where = position === undefined ? `enqueue(${jobName})` : `enqueueMany item ${position} (${jobName})`;
-    const hint = key === "db" ? "; pass db to the enqueueMany call itself: enqueueMany(requests, { db })" : closestHint(key, REQUEST_OPTIONS);
-    throw new InvalidArgumentError(`${where}: unknown option "${key}"${hint}. Enqueue options are ${REQUEST_OPTIONS.join(", ")} and db.`);
-  }
-}
-
-function closestHint(key: string, known: readonly string[]): string {
-  const hint = closest(key, known);
-  return hint === undefined ? "" : ` (did you mean "${hint}"?)`;
-}
-
 /** Validates every request before anything is written: one bad payload writes nothing. */
 function toRow(request: EnqueueRequest, registry: ReadonlyMap<string, JobDefinition>, maxPayloadBytes: number, position?: number): NewJobRow {
   const job = resolveJob(request.job, registry);
-  if (request.options !== undefined) checkOptions(request.options, job.name, position);
+  const options = resolveEnqueueOptions(request.options, job.name, position);
   const payload = storablePayload(job, request.payload, maxPayloadBytes);
   const context = position === undefined ? undefined : `enqueueMany item ${position}`;
   if ("tooLarge" in payload) throw payloadTooLarge(job.name, payload.tooLarge, maxPayloadBytes, context);
   if (!payload.ok) throw new PayloadValidationError(job.name, payload.issues, context);
-  const options = request.options ?? {};
-  if (options.runAt !== undefined && options.delay !== undefined) {
-    throw new InvalidArgumentError(`enqueue(${job.name}): pass either runAt or delay, not both.`);
-  }
-  // A delay counts from the database clock, like every other instant, not from this host's.
-  const delayMs = options.delay === undefined ? 0 : parseDuration(options.delay, "delay");
-  const runAt = options.runAt;
-  const retry = options.retry === undefined ? undefined : resolveRetryOverride(options.retry, job.name);
+  const { runAt, retry } = options;
   return {
     jobName: job.name,
     queue: options.queue ?? job.queue,
     payloadJson: payload.json,
     priority: options.priority ?? job.priority,
     runAt: runAt === undefined ? null : runAt.toISOString(),
-    delayMs,
+    delayMs: options.delayMs,
     maxAttempts: retry?.maxAttempts ?? job.retry.maxAttempts,
     idempotencyKey: options.idempotencyKey === undefined ? null : boundKey(options.idempotencyKey),
     scheduleKey: null,

@@ -1,5 +1,6 @@
 import type { StatementReport } from "../db/health.js";
-import { logFailure, type Logger } from "../log.js";
+import { logFailure } from "../db/log-failure.js";
+import type { Logger } from "../log.js";
 
 export interface HeartbeatHost {
   /** Ids of the jobs the worker holds (running or claimed but not started). */

@@ -1,3 +1,4 @@
+import { z } from "zod";
 import { ConfigError, PayloadTooLargeError } from "../errors.js";
 
 /** The default `maxPayloadBytes`: 1 MiB of stored JSON. */
@@ -6,15 +7,21 @@ export const DEFAULT_MAX_PAYLOAD_BYTES = 1_048_576;
 /** PostgreSQL's own ceiling for one jsonb value (255 MiB): a larger limit could only end in a raw SQL error. */
 export const JSONB_MAX_BYTES = 268_435_455;
 
-/** `maxPayloadBytes` as given to createCronledger or the config, checked: a whole number of bytes, at least 1, at most jsonb's ceiling. */
+const LIMIT = `a whole number of bytes from 1 to ${JSONB_MAX_BYTES} (PostgreSQL's jsonb limit); the default is ${DEFAULT_MAX_PAYLOAD_BYTES} (1 MiB)`;
+
+/** The `maxPayloadBytes` option (createCronledger, the config file, validateSchedule): a whole number of bytes, at least 1, at most jsonb's ceiling. */
+export const maxPayloadBytesSchema = z
+  .number({ error: `must be ${LIMIT}` })
+  .int(`must be ${LIMIT}`)
+  .min(1, `must be ${LIMIT}`)
+  .max(JSONB_MAX_BYTES, `must be ${LIMIT}`)
+  .default(DEFAULT_MAX_PAYLOAD_BYTES);
+
+/** `maxPayloadBytes` as given to validateSchedule, checked by the option's schema. */
 export function resolveMaxPayloadBytes(value: unknown): number {
-  if (value === undefined) return DEFAULT_MAX_PAYLOAD_BYTES;
-  if (typeof value !== "number" || !Number.isInteger(value) || value < 1 || value > JSONB_MAX_BYTES) {
-    throw new ConfigError(
-      `Invalid maxPayloadBytes ${JSON.stringify(value)}: use a whole number of bytes from 1 to ${JSONB_MAX_BYTES} (PostgreSQL's jsonb limit); the default is ${DEFAULT_MAX_PAYLOAD_BYTES} (1 MiB).`,
-    );
-  }
-  return value;
+  const parsed = maxPayloadBytesSchema.safeParse(value);
+  if (!parsed.success) throw new ConfigError(`Invalid maxPayloadBytes ${JSON.stringify(value)}: use ${LIMIT}.`);
+  return parsed.data;
 }
 
 /**

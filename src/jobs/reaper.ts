@@ -1,9 +1,6 @@
 import type { Executor } from "../db/executor.js";
 import { reapStaleJobs as reapStatement, type ReapCounts } from "../db/sql/jobs.js";
 
-/** How long a running job may go without a heartbeat before the reaper takes it back. */
-export const DEFAULT_LEASE_MS = 30_000;
-
 export interface ReapOptions {
   readonly leaseMs: number;
   /** Judge staleness at this instant instead of the database clock (tests). */

@@ -1,3 +1,7 @@
+import { z } from "zod";
+import { InvalidArgumentError } from "../errors.js";
+import { positiveInteger } from "../option-schema.js";
+import { describeShapeIssues } from "../suggest.js";
 import { RETRY_CLASSES, type BackoffRetryPolicy, type RetryClass, type RetryPolicy } from "./retry.js";
 
 /**
@@ -47,4 +51,41 @@ export function describeRetryOverride(stored: StoredRetryPolicy | null): string 
   if ("class" in stored) return stored.class;
   const attempts = `${stored.maxAttempts} attempt${stored.maxAttempts === 1 ? "" : "s"}`;
   return stored.baseMs === undefined ? attempts : `backoff ${attempts}, ${stored.baseMs}-${stored.capMs ?? stored.baseMs} ms`;
+}
+
+const RETRY_CLASS_NAMES = Object.keys(RETRY_CLASSES) as [RetryClass, ...RetryClass[]];
+const attemptsSchema = positiveInteger();
+const nonNegative = (what: string) => z.number({ error: `${what} must be a number of milliseconds` }).min(0, `${what} must not be negative`);
+const retryOverrideSchema = z.union(
+  [
+    z.enum(RETRY_CLASS_NAMES),
+    z.strictObject({ maxAttempts: attemptsSchema }),
+    z.strictObject({
+      maxAttempts: attemptsSchema,
+      baseMs: nonNegative("retry.baseMs"),
+      capMs: nonNegative("retry.capMs"),
+      jitter: z.number().min(0, "retry.jitter must be from 0 to 1").max(1, "retry.jitter must be from 0 to 1").optional(),
+    }),
+  ],
+  {
+    error: `retry must be ${RETRY_CLASS_NAMES.map((name) => JSON.stringify(name)).join(", ")}, { maxAttempts } or { maxAttempts, baseMs, capMs, jitter? }`,
+  },
+);
+
+/**
+ * `enqueue(job, payload, { retry })`: the policy stored with the job and the
+ * attempt budget it gives. A function (`delayMs`) cannot be stored with a
+ * row, so such a policy is refused here with the way round it.
+ */
+export function resolveRetryOverride(value: RetryOverride, jobName: string): { readonly maxAttempts: number; readonly stored: StoredRetryPolicy } {
+  if (typeof value === "object" && value !== null && "delayMs" in value) {
+    throw new InvalidArgumentError(
+      `enqueue(${jobName}): a retry policy with delayMs cannot be stored with a job; pass a retry class, { maxAttempts } or { maxAttempts, baseMs, capMs }, or define the policy on the job.`,
+    );
+  }
+  const parsed = retryOverrideSchema.safeParse(value);
+  if (!parsed.success) throw new InvalidArgumentError(`Invalid enqueue(${jobName}) option: ${describeShapeIssues(parsed.error, retryOverrideSchema, { noun: "option" })}.`);
+  const override = parsed.data;
+  if (typeof override === "string") return { maxAttempts: RETRY_CLASSES[override].maxAttempts, stored: { class: override } };
+  return { maxAttempts: override.maxAttempts, stored: override };
 }

@@ -8,8 +8,8 @@ import { Backoff } from "../backoff.js";
 import type { ClaimedJob } from "../db/sql/jobs.js";
 import { InvalidArgumentError, InvalidStoredJobError, JobNotRegisteredError, JobTimeoutError, LeaseLostError, NonRetryableError, WorkerShutdownError } from "../errors.js";
 import { retryCapMs } from "../db/diagnose.js";
-import { childLogger, logFailure, type Logger } from "../log.js";
-import type { ResolvedWorkOptions } from "../options.js";
+import { logFailure } from "../db/log-failure.js";
+import { childLogger, type Logger } from "../log.js";
 import { redactError } from "../redact.js";
 import { Attempt } from "./attempt.js";
 import { claimSize, DurationMeter } from "./claim-size.js";
@@ -21,6 +21,7 @@ import type { JobQueue } from "./queue.js";
 import { retryDelayMs } from "./retry.js";
 import { effectiveRetryPolicy, readStoredRetryPolicy } from "./retry-override.js";
 import { RetryWakes } from "./retry-wakes.js";
+import type { ResolvedWorkOptions } from "./work-options.js";
 
 export type { WorkSummary } from "./completion.js";
 

@@ -1,9 +1,9 @@
 import { defineJob, type JobDefinition } from "../jobs/define-job.js";
-import type { ResolvedChores } from "../options.js";
 import type { ScheduleEntry } from "../schedule/define-schedule.js";
+import type { ResolvedChores } from "./chore-options.js";
 
-export type { ChoreOptions, ChoresSetting } from "../options.js";
-export { DEFAULT_PRUNE_CRON, DEFAULT_REAP_CRON } from "../options.js";
+export type { ChoreOptions, ChoresSetting } from "./chore-options.js";
+export { DEFAULT_PRUNE_CRON, DEFAULT_REAP_CRON } from "./chore-options.js";
 
 /** The queue chore jobs run on; workers serve it by default wherever chores are enabled. */
 export const CHORE_QUEUE = "cronledger";

@@ -3,11 +3,13 @@ import type { DatabaseHealth } from "../db/health.js";
 import { emptySummary } from "../jobs/completion.js";
 import type { Worker, WorkSummary } from "../jobs/worker.js";
 import { retryCapMs } from "../db/diagnose.js";
-import { logFailure, type Logger } from "../log.js";
-import type { ResolvedStartOptions } from "../options.js";
-import type { TickReport } from "../schedule/tick.js";
+import { logFailure } from "../db/log-failure.js";
+import type { Logger } from "../log.js";
+import type { TickReport } from "../events.js";
 
-export type { StartOptions } from "../options.js";
+import type { ResolvedStartOptions } from "./start-options.js";
+
+export type { StartOptions } from "./start-options.js";
 
 /** What the supervisor drives: the ticker, a worker factory, and the way out. */
 export interface SupervisorHost {

@@ -2,7 +2,7 @@ import { quarantineEntry } from "../db/sql/ledger.js";
 import { rootMessage } from "../db/transient.js";
 import { redact } from "../redact.js";
 import { expectedDueSlot, planInstant, type Plan } from "./plan.js";
-import { outcome, QUARANTINE_DEFERRAL_MS, type PassResult, type TickContext } from "./tick.js";
+import { outcome, type PassResult, type TickContext } from "./pass.js";
 import type { ResolvedEntry } from "./validate.js";
 
 /**
@@ -12,6 +12,8 @@ import type { ResolvedEntry } from "./validate.js";
  * Both stay due; src/schedule/tick.ts decides when, these record it.
  */
 
+/** How long a quarantined entry stays out of the pass before it is tried again. */
+export const QUARANTINE_DEFERRAL_MS = 60_000;
 /** A row found locked is waited for this long (once per lock), in a second statement, before its entry is reported as locked. */
 export const LOCK_WAIT_MS = 1_000;
 /** A due entry whose row stays locked is tried again this much later. */
@@ -24,20 +26,6 @@ export interface LockedEntry {
   readonly entry: ResolvedEntry;
   readonly slotMs: number;
 }
-
-/** True when `error` or one of its causes (drizzle wraps driver errors) carries SQLSTATE `state`. */
-function hasSqlState(error: unknown, state: string): boolean {
-  for (let current: unknown = error, depth = 0; current && depth < 5; depth += 1) {
-    if ((current as { code?: unknown }).code === state) return true;
-    current = (current as { cause?: unknown }).cause;
-  }
-  return false;
-}
-
-/** 55P03: a lock wait ran past lock_timeout (the second statement's LOCK_WAIT_MS). */
-export const isLockTimeout = (error: unknown) => hasSqlState(error, "55P03");
-/** 57014: the statement was cancelled (by the pass's timeout, src/db/statement-timeout.ts, or an operator). */
-export const isCancelled = (error: unknown) => hasSqlState(error, "57014");
 
 /**
  * A due entry whose row another session has held for longer than

@@ -4,10 +4,11 @@ import type { Executor } from "../db/executor.js";
 import { databaseNowMs, ledgerRows, pruneLedgerRows, type LedgerRow } from "../db/sql/ledger.js";
 import { reportSchedule, type ScheduleReport } from "../db/sql/workers.js";
 import type { ScheduleProblem } from "../errors.js";
-import type { CronledgerEvents } from "../events.js";
+import type { CronledgerEvents, TickReport } from "../events.js";
 import type { JobDefinition } from "../jobs/define-job.js";
 import type { Logger } from "../log.js";
-import { runTick, type TickMemory, type TickOptions, type TickReport } from "./tick.js";
+import type { TickMemory, TickOptions } from "./pass.js";
+import { runTick } from "./tick.js";
 import { loadSchedule, resolveSchedule, type ResolvedEntry } from "./validate.js";
 
 /** A schedule entry that failed validation and does not run (`invalidEntries: "quarantine"`), with every problem found in it. */

@@ -2,93 +2,21 @@
 // handling belong together: the transient-error retry, the lock-skip-then-wait, the entry-by-entry
 // isolation that quarantines one bad entry, and turning the statement's rows into outcomes.
 // Planning (which entries, which slots) is pure and lives in src/schedule/plan.ts.
-import type { Executor } from "../db/executor.js";
 import { diagnoseDatabaseError } from "../db/diagnose.js";
 import { isConnectionLoss } from "../db/health.js";
 import { runPass, type PassRow } from "../db/sql/ledger.js";
 import { isTransientDatabaseError, rootMessage } from "../db/transient.js";
 import { Backoff } from "../backoff.js";
+import { isCancelled, isLockTimeout } from "../error-chain.js";
 import { TickError, type TickPhase } from "../errors.js";
-import type { Logger } from "../log.js";
 import { redact } from "../redact.js";
-import { isCancelled, isLockTimeout, LOCK_WAIT_MS, lockedRow, quarantine, type LockedEntry } from "./deferrals.js";
+import type { TickReport } from "../events.js";
+import { LOCK_WAIT_MS, lockedRow, quarantine, type LockedEntry } from "./deferrals.js";
 import { slotIdempotencyKey } from "./identity.js";
-import { candidateSlots, earliestFire, expectedDueSlot, fireTime, nextFireAfter, planInstant, planPass, type FireMemo, type Plan } from "./plan.js";
+import { emptyResult, outcome, type PassResult, type TickContext, type TickOptions } from "./pass.js";
+import { candidateSlots, earliestFire, expectedDueSlot, fireTime, nextFireAfter, planInstant, planPass, type Plan } from "./plan.js";
 import type { ResolvedEntry } from "./validate.js";
 
-export interface SlotOutcome {
-  readonly identity: string;
-  readonly key: string;
-  readonly jobName: string;
-  readonly slot: Date;
-}
-
-export interface TickReport {
-  /** The instant this pass evaluated schedules at (the database clock unless overridden). */
-  readonly now: Date;
-  readonly enqueued: (SlotOutcome & { readonly jobId: number | null })[];
-  /** Another replica claimed the slot first: normal, not an error. */
-  readonly lostRace: SlotOutcome[];
-  /** The slot was older than the catch-up window: the ledger moved on without firing. */
-  readonly skippedStale: SlotOutcome[];
-  /**
-   * The entry's claim or job insert failed; its slot stays unclaimed. The
-   * quarantine is in its ledger row: no replica tries it again before `until`
-   * (QUARANTINE_DEFERRAL_MS later); `count` failures in a row so far.
-   */
-  readonly quarantined: (SlotOutcome & { readonly phase: TickPhase; readonly error: string; readonly until: Date; readonly count: number })[];
-  /**
-   * Due entries whose ledger row another session held locked (a replica's
-   * pass in flight, an open transaction): skipped, not waited for, still due;
-   * tried again LOCKED_RETRY_MS later.
-   */
-  readonly locked: SlotOutcome[];
-  /** Ledger values found in the future beyond tolerance, reset to `now`. */
-  readonly repaired: { readonly identity: string; readonly key: string; readonly jobName: string; readonly from: Date; readonly to: Date }[];
-  /** Ledger rows this pass created for entries seen for the first time. */
-  readonly created: number;
-  /** Earliest upcoming fire time among the entries, for the runner's sleep. */
-  readonly nextFireAt: Date | null;
-  /** Statements sent to the database by this pass. */
-  readonly statements: number;
-  readonly attempts: number;
-}
-
-export interface TickOptions {
-  /** Evaluate schedules at this instant instead of the database clock (tests, replays). */
-  readonly now?: Date;
-}
-
-/** What a pass remembers between passes; owned by the Scheduler (src/schedule/scheduler.ts). */
-export interface TickMemory {
-  readonly memo: FireMemo;
-  /**
-   * Entries left out of passes until an instant: a cache of the quarantines
-   * the ledger holds (as the passes read them), and locked rows' short wait.
-   */
-  readonly deferred: Map<string, number>;
-  /** Entries found locked, since when, and when that was last logged as a warning. */
-  readonly locked: Map<string, { readonly sinceMs: number; warnedAtMs: number | undefined }>;
-  /** Database clock minus local clock, as last observed; lets a pass pick its candidates before it reads `now()`. */
-  clockOffsetMs: number | undefined;
-  /** The earliest fire over every entry of `entries` as the last pass left it (see planPass); cleared by any pass that changes something. */
-  horizon?: { readonly entries: readonly ResolvedEntry[]; readonly earliestMs: number } | undefined;
-}
-
-export interface TickContext {
-  readonly executor: Executor;
-  /** Counts the statements sent (cronledger's own connection counts every one). */
-  readonly statements: { readonly count: number };
-  readonly entries: readonly ResolvedEntry[];
-  readonly namespace: string;
-  readonly logger: Logger;
-  readonly memory: TickMemory;
-  /** The pass statement's timeout (the executor cancels it), for the error that names it. */
-  readonly passTimeoutMs?: number;
-}
-
-/** How long a quarantined entry stays out of the pass before it is tried again. */
-export const QUARANTINE_DEFERRAL_MS = 60_000;
 /** Ledger values further in the future than this are corrupt, not clock skew. */
 export const FUTURE_LEDGER_TOLERANCE_MS = 5 * 60_000;
 export const TICK_RETRIES = 3;
@@ -134,7 +62,7 @@ export async function runTick(context: TickContext, options: TickOptions = {}): 
         );
       }
       if (!isTransientDatabaseError(phaseError.original) || attempt > TICK_RETRIES) {
-        throw new TickError(phaseError.phase, phaseError.entry, phaseError.original, attempt);
+        throw new TickError(phaseError.phase, phaseError.entry, phaseError.original, attempt, phaseError.message);
       }
       // A lost database is logged once by whoever runs the ticks (src/db/health.ts); anything else here.
       const log = isConnectionLoss(phaseError.original) ? context.logger.debug : context.logger.warn;
@@ -167,12 +95,6 @@ async function tickOnce(context: TickContext, options: TickOptions): Promise<Omi
   memory.horizon = earliest.complete ? { entries: context.entries, earliestMs: earliest.earliestMs } : undefined;
   const next = Math.min(earliest.earliestMs, upcoming.ms);
   return { now: new Date(nowMs), ...result, nextFireAt: Number.isFinite(next) ? new Date(next) : null };
-}
-
-export type PassResult = { -readonly [K in keyof Omit<TickReport, "now" | "nextFireAt" | "statements" | "attempts">]: TickReport[K] };
-
-function emptyResult(): PassResult {
-  return { enqueued: [], lostRace: [], skippedStale: [], quarantined: [], locked: [], repaired: [], created: 0 };
 }
 
 /**
@@ -290,10 +212,6 @@ function passInput(context: TickContext, plan: Plan, entries: readonly ResolvedE
     })),
     slots,
   };
-}
-
-export function outcome(entry: ResolvedEntry, slotMs: number): SlotOutcome {
-  return { identity: entry.identity, key: entry.ledgerKey, jobName: entry.jobName, slot: new Date(slotMs) };
 }
 
 /** Turns the statement's rows into outcomes and memo updates; returns the clock it read. */

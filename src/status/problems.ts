@@ -1,5 +1,4 @@
-import type { CronledgerHooks } from "../events.js";
-import type { TickReport } from "../schedule/tick.js";
+import type { CronledgerHooks, TickReport } from "../events.js";
 
 /** Something a recent tick of this process found wrong with one entry, until a later tick handles that entry's slot normally. */
 export interface RecentEntryProblem {

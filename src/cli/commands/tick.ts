@@ -1,4 +1,4 @@
-import type { TickReport } from "../../schedule/tick.js";
+import type { TickReport } from "../../events.js";
 import { UsageError } from "../args.js";
 import { CONFIG_OPTION, JSON_OPTION, type Command } from "../command.js";
 import { plural } from "../format.js";

@@ -3,7 +3,8 @@ import { startAdminServer, type AdminServer } from "../../admin/server.js";
 import type { CronledgerConfig } from "../../config.js";
 import type { Cronledger } from "../../cronledger.js";
 import { ConfigError } from "../../errors.js";
-import { integerOption, UsageError, type ParsedArgs } from "../args.js";
+import { adminBlockSchema, workerBlockSchema } from "../../options.js";
+import { optionFlag } from "../args.js";
 import { CONFIG_OPTION, type CliIO, type Command } from "../command.js";
 import { plural } from "../format.js";
 import { assertMigrated, openLedger } from "../open-ledger.js";
@@ -32,9 +33,9 @@ export const worker: Command = {
     },
   ],
   async run(args, io) {
-    const concurrency = integerOption(args, "concurrency", 1, 10_000);
-    const queues = queueList(args);
-    const adminPort = integerOption(args, "admin-port", 0, 65_535);
+    const concurrency = optionFlag(args, "concurrency", workerBlockSchema.shape.concurrency);
+    const queues = optionFlag(args, "queues", workerBlockSchema.shape.queues, { read: queueList, example: "--queues default,mail" });
+    const adminPort = optionFlag(args, "admin-port", adminBlockSchema.shape.port);
     const { ledger, config } = await openLedger(args, io, "schedule");
     let server: AdminServer | undefined;
     try {
@@ -105,10 +106,10 @@ async function startAdmin(ledger: Cronledger, admin: AdminSettings, io: CliIO): 
   return server;
 }
 
-function queueList(args: ParsedArgs): string[] | undefined {
-  const raw = args.string("queues");
-  if (raw === undefined) return undefined;
-  const queues = raw.split(",").map((queue) => queue.trim()).filter((queue) => queue !== "");
-  if (queues.length === 0) throw new UsageError("--queues needs at least one queue name, e.g. --queues default,mail.");
-  return queues;
+/** "a, b" as the queues it names; the schema says when there is none. */
+function queueList(raw: string): string[] {
+  return raw
+    .split(",")
+    .map((queue) => queue.trim())
+    .filter((queue) => queue !== "");
 }

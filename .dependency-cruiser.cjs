@@ -1,0 +1,49 @@
+/**
+ * The import rules docs/architecture.md describes, checked by `npm run check`
+ * (`npm run deps`): no import cycle anywhere in src/ (type-only imports
+ * count: a cycle of types is still a knot a reader has to untie), and no
+ * import from a lower layer to a higher one. The layers, bottom to top:
+ *
+ *   base modules (src/*.ts but the four on top) < db/ < jobs/ < schedule/
+ *   < runtime/, status/ < admin/ < options.ts, config.ts, cronledger.ts,
+ *   index.ts < cli/
+ *
+ * test/dependency-rules.test.ts plants a cycle and a climbing import in a
+ * copy of src/ and expects this check to fail on each.
+ */
+const TOP = "^src/(options|config|cronledger|index)\\.ts$";
+const BASE = "^src/(?!(options|config|cronledger|index)\\.ts$)[^/]+\\.ts$";
+const layer = (name, from, forbidden, why) => ({
+  name,
+  severity: "error",
+  comment: `${why} (docs/architecture.md, "Folders")`,
+  from: { path: from },
+  to: { path: forbidden },
+});
+
+module.exports = {
+  forbidden: [
+    {
+      name: "no-cycle",
+      severity: "error",
+      comment: "An import cycle: move the shared words down to a module both can import (docs/architecture.md, \"Folders\")",
+      from: { path: "^src/" },
+      to: { circular: true },
+    },
+    layer("base-imports-no-layer", BASE, "^src/[^/]+/", "Base modules import no layer folder: what they need lives beside them"),
+    layer("base-imports-no-top", BASE, TOP, "Base modules never import the top modules"),
+    layer("db-knows-nothing-above", "^src/db/", `^src/(jobs|schedule|runtime|status|admin|cli)/|${TOP}`, "db/ knows nothing above it"),
+    layer("jobs-below-schedule", "^src/jobs/", `^src/(schedule|runtime|status|admin|cli)/|${TOP}`, "jobs/ builds on db/ and the base modules only"),
+    layer("schedule-below-runtime", "^src/schedule/", `^src/(runtime|status|admin|cli)/|${TOP}`, "schedule/ builds on jobs/, db/ and the base modules"),
+    layer("runtime-below-admin", "^src/runtime/", `^src/(status|admin|cli)/|${TOP}`, "runtime/ never imports status/, admin/, cli/ or the top modules"),
+    layer("status-below-admin", "^src/status/", `^src/(runtime|admin|cli)/|${TOP}`, "status/ never imports runtime/, admin/, cli/ or the top modules"),
+    layer("admin-below-top", "^src/admin/", `^src/cli/|${TOP}`, "admin/ never imports cli/ or the top modules"),
+    layer("top-below-cli", TOP, "^src/cli/", "The top modules never import cli/"),
+  ],
+  options: {
+    doNotFollow: { path: "node_modules" },
+    tsPreCompilationDeps: true,
+    tsConfig: { fileName: "tsconfig.json" },
+    exclude: { path: "\\.d\\.ts$" },
+  },
+};
