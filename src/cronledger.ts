@@ -29,8 +29,7 @@ import { loadEntries, Scheduler } from "./schedule/scheduler.js";
 import type { TickOptions, TickReport } from "./schedule/tick.js";
 import type { ResolvedEntry } from "./schedule/validate.js";
 import type { ScheduleProblem } from "./errors.js";
-import { buildStatus, type EntryRun, type SchedulerStatus } from "./status/model.js";
-import { loadEntryRuns } from "./status/runs.js";
+import { buildStatus, type SchedulerStatus, type StatusOptions } from "./status/model.js";
 import { EntryProblemTracker } from "./status/problems.js";
 
 export type { CronledgerOptions } from "./options.js";
@@ -179,10 +178,12 @@ export class Cronledger {
   /**
    * The status model: every entry with its state (ok, late, failing...) and why, its last slot, next run,
    * latest run and problems; invalid entries; job counts (see src/status/model.ts). `now` judges the
-   * entries at that instant instead of the database clock (tests, like `tick({ now })`).
+   * entries at that instant instead of the database clock (tests, like `tick({ now })`); `runs` adds the
+   * recent runs of one page of entries (`recentRuns`, the Schedule page's strips). A constant number of
+   * statements whatever the number of entries.
    */
-  async status(options: { now?: Date } = {}): Promise<SchedulerStatus> {
-    return buildStatus({ scheduler: this.scheduler, queue: this.queue, problems: this.entryProblems, chores: this.options.chores.when !== "never", now: options.now });
+  async status(options: StatusOptions = {}): Promise<SchedulerStatus> {
+    return buildStatus({ scheduler: this.scheduler, reads: this.queue, problems: this.entryProblems, chores: this.options.chores.when !== "never" }, options);
   }
 
   /** Ready jobs no live worker knows (no worker serving their queue has registered their name), by job name. */
@@ -208,16 +209,6 @@ export class Cronledger {
   /** Jobs waiting for a retry after a failed attempt, soonest first (what `cancelJob` is usually for). */
   async retrying(options: { limit?: number } = {}): Promise<RetryingJob[]> {
     return this.queue.retrying(options.limit ?? 50);
-  }
-
-  /**
-   * The `limit` (default 20) most recent runs of the entries with these ledger keys (`EntryStatus.key`),
-   * newest first: the Schedule page's strips. One index range scan per entry.
-   */
-  async recentRuns(keys: readonly string[], limit = 20): Promise<ReadonlyMap<string, readonly EntryRun[]>> {
-    const wanted = new Set(keys);
-    const entries = [...this.scheduler.entries, ...this.scheduler.choreEntries].filter((entry) => wanted.has(entry.ledgerKey));
-    return loadEntryRuns(this.queue, entries, limit, this.scheduler.ledger().then((ledger) => ledger.nowMs));
   }
 
   /**

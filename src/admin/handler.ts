@@ -5,7 +5,7 @@ import { summarizeIdempotencyKey } from "../jobs/failures.js";
 import { logFailure } from "../log.js";
 import { ENTRY_STATES, type EntryState } from "../status/health.js";
 import { PAGE_ENTRIES, PAGE_SCRIPT_HASH, renderSchedulePage } from "./page.js";
-import { adminStatus, runView, type AdminLedger, type RunView } from "./status.js";
+import { adminStatus, type AdminLedger } from "./status.js";
 
 export type AdminHandler = (request: Request) => Promise<Response>;
 
@@ -206,18 +206,10 @@ export function createAdminHandler(ledger: AdminLedger, options: AdminHandlerOpt
       // The page's relative links and form assume no trailing slash.
       if (path.endsWith("/")) return new Response(null, { status: 308, headers: { ...BASE_HEADERS, location: "../scheduler" } });
       const view = pageView(params);
-      const [status, failures, retrying] = await Promise.all([adminStatus(ledger), ledger.failures({ limit: pageFailures }), ledger.retrying({ limit: PAGE_RETRYING })]);
-      // Runs only for the entries this page shows: the strips cost PAGE_ENTRIES x PAGE_RUNS rows at most.
-      const shown = (view.state === null ? status.entries : status.entries.filter((entry) => entry.state === view.state)).slice(
-        (view.page - 1) * PAGE_ENTRIES,
-        view.page * PAGE_ENTRIES,
-      );
-      const runs = await ledger.recentRuns(
-        shown.map((entry) => entry.key),
-        PAGE_RUNS,
-      );
-      const runViews = new Map<string, RunView[]>([...runs].map(([key, list]) => [key, list.map(runView)]));
-      return new Response(renderSchedulePage(status, failures.failures, { ...view, runs: runViews, retrying }), {
+      // Strips only for the entries this page shows (PAGE_ENTRIES x PAGE_RUNS rows at most), read with the status itself.
+      const runs = { limit: PAGE_RUNS, state: view.state, page: view.page, perPage: PAGE_ENTRIES };
+      const [status, failures, retrying] = await Promise.all([ledger.status({ runs }), ledger.failures({ limit: pageFailures }), ledger.retrying({ limit: PAGE_RETRYING })]);
+      return new Response(renderSchedulePage(status, failures.failures, { ...view, retrying }), {
         status: 200,
         headers: { ...BASE_HEADERS, "content-type": "text/html; charset=utf-8", "content-security-policy": PAGE_CSP, "x-frame-options": "DENY" },
       });

@@ -5,7 +5,7 @@ import type { RetriedJob } from "../jobs/retry-failed.js";
 import type { RetryingJob } from "../jobs/retrying.js";
 import type { Logger } from "../log.js";
 import type { JobStatus } from "../schema.js";
-import type { BrokenEntry, EntryProblem, EntryRun, EntryState, RunKind, SchedulerStatus } from "../status/model.js";
+import type { BrokenEntry, EntryProblem, EntryRun, EntryState, RunKind, SchedulerStatus, StatusOptions } from "../status/model.js";
 
 /** What the admin endpoints need of a ledger; a Cronledger has all of it, and so may anything else that is to be served. */
 export interface AdminLedger {
@@ -13,14 +13,13 @@ export interface AdminLedger {
   readonly logger: Logger;
   /** Null when created with `metrics: false`. */
   readonly metrics: CronledgerMetrics | null;
-  status(): Promise<SchedulerStatus>;
+  /** The status model; with `runs`, the recent runs of the page of entries the Schedule page shows. */
+  status(options?: StatusOptions): Promise<SchedulerStatus>;
   failures(filter?: FailureFilter): Promise<FailurePage>;
   retryJob(id: number): Promise<RetriedJob>;
   cancelJob(id: number): Promise<CancelledJob>;
   /** Jobs waiting for a retry, soonest first. */
   retrying(options?: { limit?: number }): Promise<RetryingJob[]>;
-  /** The most recent runs of the entries with these keys, newest first. */
-  recentRuns(keys: readonly string[], limit?: number): Promise<ReadonlyMap<string, readonly EntryRun[]>>;
 }
 
 export interface EntryProblemView {
