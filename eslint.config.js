@@ -2,7 +2,8 @@ import js from "@eslint/js";
 import tseslint from "typescript-eslint";
 
 /** Imports that would break the layering docs/architecture.md describes, by the folder that may not make them. */
-const LAYER_MESSAGE = "Layering (docs/architecture.md): db/ knows nothing above it; schedule/, jobs/, runtime/ and status/ never import admin/ or cli/.";
+const LAYER_MESSAGE =
+  "Layering (docs/architecture.md): db/ knows nothing above it; schedule/, jobs/, runtime/ and status/ never import wire/, admin/ or cli/; wire/ never imports admin/ or cli/.";
 const upwards = (folders) => [{ regex: `(^|/)(${folders.join("|")})/`, message: LAYER_MESSAGE }];
 const restrict = (files, patterns) => ({ files, rules: { "no-restricted-imports": ["error", { patterns }] } });
 
@@ -17,11 +18,13 @@ export default tseslint.config(
       "@typescript-eslint/consistent-type-imports": "error",
     },
   },
-  restrict(["src/schedule/**", "src/runtime/**", "src/status/**"], upwards(["admin", "cli"])),
+  restrict(["src/schedule/**", "src/runtime/**", "src/status/**"], upwards(["wire", "admin", "cli"])),
+  // The JSON documents (src/wire/) are what admin/ serves and cli/ prints: below both, above the model they render.
+  restrict(["src/wire/**"], upwards(["admin", "cli"])),
   // jobs/ does not reach into schedule/, runtime/ or status/ either: they build on jobs/ (entries name jobs), never the reverse.
-  restrict(["src/jobs/**"], upwards(["admin", "cli", "schedule", "runtime", "status"])),
+  restrict(["src/jobs/**"], upwards(["wire", "admin", "cli", "schedule", "runtime", "status"])),
   restrict(["src/db/**"], [
-    ...upwards(["admin", "cli", "schedule", "jobs", "runtime", "status"]),
+    ...upwards(["wire", "admin", "cli", "schedule", "jobs", "runtime", "status"]),
     { regex: "(^|/)(cronledger|options|config|index)\\.js$", message: LAYER_MESSAGE },
   ]),
 );

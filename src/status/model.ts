@@ -1,7 +1,7 @@
 import type { LedgerRow } from "../db/sql/ledger.js";
 import type { ScheduleProblem } from "../errors.js";
 import { redact } from "../redact.js";
-import type { Scheduler } from "../schedule/scheduler.js";
+import type { InvalidScheduleEntry, Scheduler } from "../schedule/scheduler.js";
 import type { ResolvedEntry } from "../schedule/validate.js";
 import { JOB_STATUSES, type JobStatus } from "../schema.js";
 import { entryHealth, slotToleranceMs, type EntryRun, type EntryState } from "./health.js";
@@ -189,12 +189,7 @@ export async function buildStatus(sources: StatusSources, options: StatusOptions
   for (const recent of sources.problems.recent()) {
     if (known.has(recent.identity)) add(tickProblems, recent.identity, { code: recent.code, severity: recent.severity, message: recent.message, at: recent.at });
   }
-  const invalid: BrokenEntry[] = scheduler.invalid.map((entry) => ({
-    identity: entry.identity,
-    jobName: entry.jobName,
-    invalidIndex: entry.index,
-    problems: entry.problems.map((problem) => ({ code: problem.code, severity: problem.severity, message: problem.message, at: null })),
-  }));
+  const invalid = scheduler.invalid.map(invalidEntry);
   const stripKeys = strips?.keys;
 
   const view = (entry: ResolvedEntry, chore: boolean): EntryStatus => {
@@ -273,6 +268,16 @@ async function withStrips(
   const keys = new Set(shown.map((entry) => entry.key));
   const runs = groupRuns(await reads.entryRuns([...keys], request.limit), listed.map(({ entry }) => entry).filter((entry) => keys.has(entry.ledgerKey)), nowMs);
   return entries.map((entry) => (keys.has(entry.key) ? { ...entry, recentRuns: runs.get(entry.key) ?? [] } : entry));
+}
+
+/** A schedule entry that is invalid and does not run, as the status lists it (in `invalid` and `broken`). */
+export function invalidEntry(entry: InvalidScheduleEntry): BrokenEntry {
+  return {
+    identity: entry.identity,
+    jobName: entry.jobName,
+    invalidIndex: entry.index,
+    problems: entry.problems.map((problem) => ({ code: problem.code, severity: problem.severity, message: problem.message, at: null })),
+  };
 }
 
 function quarantineOf(row: LedgerRow | undefined): EntryQuarantine | null {
