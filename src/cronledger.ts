@@ -18,7 +18,8 @@ import type { ReapReport } from "./jobs/reaper.js";
 import { jobRegistry } from "./jobs/registry.js";
 import type { RetriedJob } from "./jobs/retry-failed.js";
 import type { RetryingJob } from "./jobs/retrying.js";
-import { Worker, type WorkSummary } from "./jobs/worker.js";
+import { Worker, type WorkerDependencies, type WorkSummary } from "./jobs/worker.js";
+import { workerStore } from "./jobs/worker-deps.js";
 import { consoleLogger, type Logger } from "./log.js";
 import { adaptLogger } from "./logger-adapter.js";
 import { resolveCronledgerOptions, resolveStartOptions, resolveWorkOptions, type CronledgerOptions, type ResolvedCronledgerOptions, type ResolvedWorkOptions, type StartOptions, type WorkOptions } from "./options.js";
@@ -70,6 +71,8 @@ export class Cronledger {
   private readonly workers = new Set<Worker>();
   /** Every worker this process created (work() and start()'s), so the reaper can heartbeat them first. */
   private readonly created = new Set<Worker>();
+  /** What every worker of this process is given (src/jobs/worker.ts). */
+  private readonly workerParts: WorkerDependencies;
 
   constructor(options: CronledgerOptions = {}) {
     this.options = resolveCronledgerOptions(options);
@@ -117,6 +120,7 @@ export class Cronledger {
       maxPayloadBytes: this.options.maxPayloadBytes,
       entryOf: (key) => byKey.get(key),
     });
+    this.workerParts = { store: workerStore(this.database), jobs: this.jobs, attempts: this.queue, logger: this.logger, events: this.events, health: this.health };
     this.unobserve = this.metrics?.observe({
       status: () => this.status(),
       readyJobs: (queues, cap) => this.queue.readyStats(queues, cap),
@@ -304,7 +308,7 @@ export class Cronledger {
     // A worker whose queues include the chores' runs them outside its slots (src/jobs/worker.ts).
     const choreNames = [REAP_JOB, PRUNE_JOB].filter((name) => this.jobs.has(name));
     const chores = choreNames.length > 0 && queues.includes(CHORE_QUEUE) ? { queue: CHORE_QUEUE, jobNames: choreNames } : undefined;
-    const worker = new Worker(this.queue, { ...options, queues, leaseMs: options.leaseMs ?? this.leaseMs, namespace: this.namespace, chores });
+    const worker = new Worker(this.workerParts, { ...options, queues, leaseMs: options.leaseMs ?? this.leaseMs, namespace: this.namespace, chores });
     this.created.add(worker);
     return worker;
   }

@@ -1,17 +1,9 @@
 import type { z } from "zod";
 import type { Database } from "../db/connection.js";
 import { asExecutor, type Executor } from "../db/executor.js";
-import { claimJobs, completeJobs, heartbeatJobs, JOBS_CHANNEL, type ClaimedJob, type ClaimRequest, type CompletionRow } from "../db/sql/jobs.js";
 import { entryRuns, jobCounts, readyJobStats, type EntryRunRow } from "../db/sql/operators.js";
 import type { DatabaseHealth } from "../db/health.js";
-import {
-  failUnregisteredJobs,
-  jobsWaitingForWorker,
-  pruneWorkers,
-  unregisterWorker,
-  type WaitingJobs,
-  type WorkerRegistration,
-} from "../db/sql/workers.js";
+import { failUnregisteredJobs, jobsWaitingForWorker, pruneWorkers, type WaitingJobs } from "../db/sql/workers.js";
 import type { CronledgerEvents } from "../events.js";
 import type { Logger } from "../log.js";
 import type { AttemptServices } from "./attempt.js";
@@ -54,9 +46,9 @@ export interface WaitingForWorker {
 
 /**
  * The jobs side of cronledger: everything that writes or reads job rows
- * goes through here to the statements of src/db/sql/jobs.ts. Workers
- * (src/jobs/worker.ts) claim, complete and heartbeat through it; the chores
- * reap and prune through it; the admin views read failures and counts.
+ * but a worker's own statements (src/jobs/worker-store.ts) goes through here
+ * to the statements of src/db/sql/: the chores reap and prune through it;
+ * the admin views read failures and counts.
  */
 export class JobQueue implements Enqueuer, AttemptServices {
   readonly database: Database;
@@ -114,24 +106,6 @@ export class JobQueue implements Enqueuer, AttemptServices {
     return db === undefined ? this.database.db : asExecutor(db, "The `db` enqueue option");
   }
 
-  claim(request: ClaimRequest): Promise<ClaimedJob[]> {
-    return claimJobs(this.database.db, request);
-  }
-
-  complete(workerId: string, rows: readonly CompletionRow[], now?: Date): Promise<void> {
-    return completeJobs(this.database.db, workerId, rows, now);
-  }
-
-  /** Refreshes the heartbeats of `ids` held by the worker and its row in the registry; resolves with the ids it still holds. */
-  async heartbeat(worker: WorkerRegistration, ids: readonly number[]): Promise<Set<number>> {
-    return heartbeatJobs(this.database.db, worker, ids);
-  }
-
-  /** Takes a stopped worker out of the registry. */
-  unregister(workerId: string): Promise<void> {
-    return unregisterWorker(this.database.db, workerId);
-  }
-
   /** Ready jobs that no live worker can run, by job name (src/db/sql/workers.ts). */
   async waitingForWorker(now?: Date): Promise<WaitingForWorker[]> {
     const rows: WaitingJobs[] = await jobsWaitingForWorker(this.database.db, now);
@@ -153,11 +127,6 @@ export class JobQueue implements Enqueuer, AttemptServices {
     }
     const workers = await pruneWorkers(this.database.db, DEAD_WORKER_MS);
     return { failedUnregistered, workers };
-  }
-
-  /** Calls `onReady(queue)` whenever a queue gains ready jobs (LISTEN/NOTIFY); resolves with the way to stop. */
-  listen(onReady: (queue: string) => void): Promise<() => Promise<void>> {
-    return this.database.listen(JOBS_CHANNEL, onReady);
   }
 
   /** Returns running jobs whose heartbeat is older than the lease to the queue, or fails them when out of attempts. */
