@@ -1,5 +1,5 @@
 // The facade an application holds. About 350 lines, most of them the public methods' documentation:
-// each body is a few lines handing work to the Scheduler, the JobQueue, a Worker or the Supervisor.
+// each body is a few lines handing work to the Scheduler, the enqueuer, the Operations, a Worker or the Supervisor.
 import type { z } from "zod";
 import { createMetrics, type CronledgerMetrics } from "./admin/metrics.js";
 import { openDatabase, type Database, type DatabaseSetting } from "./db/connection.js";
@@ -10,16 +10,14 @@ import { ensureSchema } from "./db/schema-check.js";
 import { InvalidArgumentError } from "./errors.js";
 import { combineHooks, type CronledgerEvents } from "./events.js";
 import type { JobDefinition } from "./jobs/define-job.js";
-import type { CancelledJob } from "./jobs/cancel.js";
 import type { EnqueuedJob, EnqueueManyOptions, EnqueueOptions, EnqueueRequest, JobReference } from "./jobs/enqueue.js";
-import type { FailureFilter, FailurePage } from "./jobs/failures.js";
-import { JobQueue, type WaitingForWorker } from "./jobs/queue.js";
-import type { ReapReport } from "./jobs/reaper.js";
+import { JobEnqueuer } from "./jobs/enqueuer.js";
 import { jobRegistry } from "./jobs/registry.js";
-import type { RetriedJob } from "./jobs/retry-failed.js";
-import type { RetryingJob } from "./jobs/retrying.js";
 import { Worker, type WorkerDependencies, type WorkSummary } from "./jobs/worker.js";
 import { workerStore } from "./jobs/worker-deps.js";
+import type { FailureFilter, FailurePage } from "./operators/failures.js";
+import { Operations, type CancelledJob, type ReapReport, type RetryingJob, type WaitingForWorker } from "./operators/operations.js";
+import type { RetriedJob } from "./operators/retry-failed.js";
 import { consoleLogger, type Logger } from "./log.js";
 import { adaptLogger } from "./logger-adapter.js";
 import { resolveCronledgerOptions, resolveStartOptions, resolveWorkOptions, type CronledgerOptions, type ResolvedCronledgerOptions, type ResolvedWorkOptions, type StartOptions, type WorkOptions } from "./options.js";
@@ -38,10 +36,12 @@ export type { EntryStatus, SchedulerStatus } from "./status/model.js";
 
 /**
  * What an application holds: a Scheduler (src/schedule/scheduler.ts: the
- * entries and the passes over the ledger), a JobQueue (src/jobs/queue.ts:
- * enqueue, claim, complete, reap, prune, failures), workers, and the
- * Supervisor that runs ticker and workers under `start()`. This class only
- * wires them together; see docs/architecture.md for the map.
+ * entries and the passes over the ledger), the enqueue path
+ * (src/jobs/enqueuer.ts), the Operations (src/operators/operations.ts: what
+ * operators read and do, the chores' reap and prune), workers given narrow
+ * dependencies (src/jobs/worker-deps.ts), and the Supervisor that runs
+ * ticker and workers under `start()`. This class only wires them together;
+ * see docs/architecture.md for the map.
  */
 export class Cronledger {
   readonly database: Database;
@@ -56,7 +56,6 @@ export class Cronledger {
   readonly metrics: CronledgerMetrics | null;
   readonly leaseMs: number;
   readonly scheduler: Scheduler;
-  readonly queue: JobQueue;
   /** Whether the database is reachable, as this process's ticks, claims and heartbeats find out; an outage is logged once. */
   readonly health: DatabaseHealth;
   /** Entries whose ledger value recent ticks of this process repaired: the status warns about them (quarantines come from the ledger). */
@@ -73,6 +72,9 @@ export class Cronledger {
   private readonly created = new Set<Worker>();
   /** What every worker of this process is given (src/jobs/worker.ts). */
   private readonly workerParts: WorkerDependencies;
+  private readonly enqueuer: JobEnqueuer;
+  /** What operators read and do: failures, retries, cancel, runs, counts, reap, prune (src/operators/operations.ts). */
+  private readonly operations: Operations;
 
   constructor(options: CronledgerOptions = {}) {
     this.options = resolveCronledgerOptions(options);
@@ -99,7 +101,7 @@ export class Cronledger {
             jobNames: this.jobs.keys(),
             ...(metricsOption.registry ? { registry: metricsOption.registry } : {}),
             waitingForWorker: async () =>
-              (await this.queue.waitingForWorker()).map((row) => ({ jobName: row.jobName, count: row.count, waitedSeconds: row.waitedMs / 1000 })),
+              (await this.operations.waitingForWorker()).map((row) => ({ jobName: row.jobName, count: row.count, waitedSeconds: row.waitedMs / 1000 })),
           });
     const hooks = [...this.options.hooks, this.entryProblems.hooks, ...(this.metrics ? [this.metrics.hooks] : [])];
     this.events = combineHooks(hooks, (error) => this.logger.error("a cronledger hook threw", { error: String(error) }));
@@ -110,20 +112,15 @@ export class Cronledger {
     this.health = new DatabaseHealth(this.logger, this.database.label);
     const parts = { database: this.database, logger: this.logger, events: this.events };
     this.scheduler = new Scheduler({ ...parts, namespace, schedule, passTimeoutMs: this.options.passTimeoutMs });
+    this.enqueuer = new JobEnqueuer({ database: this.database, jobs: this.jobs, maxPayloadBytes: this.options.maxPayloadBytes });
+    this.operations = new Operations({ ...parts, jobs: this.jobs, leaseMs: this.leaseMs, retention: chores.retention });
+    // A scheduled job's ctx.schedule names its entry: the loaded entry behind its ledger key.
     const byKey = new Map([...schedule.entries, ...schedule.choreEntries].map((entry) => [entry.ledgerKey, entry]));
-    this.queue = new JobQueue({
-      ...parts,
-      jobs: this.jobs,
-      leaseMs: this.leaseMs,
-      retention: chores.retention,
-      health: this.health,
-      maxPayloadBytes: this.options.maxPayloadBytes,
-      entryOf: (key) => byKey.get(key),
-    });
-    this.workerParts = { store: workerStore(this.database), jobs: this.jobs, attempts: this.queue, logger: this.logger, events: this.events, health: this.health };
+    const attempts = { logger: this.logger, enqueuer: this.enqueuer, entryOf: (key: string) => byKey.get(key) };
+    this.workerParts = { store: workerStore(this.database), jobs: this.jobs, attempts, logger: this.logger, events: this.events, health: this.health };
     this.unobserve = this.metrics?.observe({
       status: () => this.status(),
-      readyJobs: (queues, cap) => this.queue.readyStats(queues, cap),
+      readyJobs: (queues, cap) => this.operations.readyStats(queues, cap),
       queues: this.knownQueues(),
       database: this.database.label,
     });
@@ -149,14 +146,14 @@ export class Cronledger {
    * commits or rolls back with the business rows.
    */
   async enqueue<S extends z.ZodType>(job: JobReference<S>, payload?: z.input<S>, options?: EnqueueOptions): Promise<EnqueuedJob> {
-    await this.ensureSchema(this.queue.executor(options?.db));
-    return this.queue.enqueue(job, payload, options);
+    await this.ensureSchema(this.enqueuer.executor(options?.db));
+    return this.enqueuer.enqueue(job, payload, options);
   }
 
   /** Validates every payload first, then inserts all jobs in one statement (`{ db: tx }`: in the application's transaction). */
   async enqueueMany(requests: readonly EnqueueRequest[], options?: EnqueueManyOptions): Promise<EnqueuedJob[]> {
-    await this.ensureSchema(this.queue.executor(options?.db));
-    return this.queue.enqueueMany(requests, options);
+    await this.ensureSchema(this.enqueuer.executor(options?.db));
+    return this.enqueuer.enqueueMany(requests, options);
   }
 
   /** One scheduler pass at `now` (default: the database clock); the chores are part of it with `chores: true` or options. */
@@ -187,32 +184,32 @@ export class Cronledger {
    * statements whatever the number of entries.
    */
   async status(options: StatusOptions = {}): Promise<SchedulerStatus> {
-    return buildStatus({ scheduler: this.scheduler, reads: this.queue, problems: this.entryProblems, chores: this.options.chores.when !== "never" }, options);
+    return buildStatus({ scheduler: this.scheduler, reads: this.operations, problems: this.entryProblems, chores: this.options.chores.when !== "never" }, options);
   }
 
   /** Ready jobs no live worker knows (no worker serving their queue has registered their name), by job name. */
   async waitingForWorker(): Promise<WaitingForWorker[]> {
-    return this.queue.waitingForWorker();
+    return this.operations.waitingForWorker();
   }
 
   /** Terminal failures (the failure tickets), newest first, without payloads and with errors redacted. */
   async failures(filter: FailureFilter = {}): Promise<FailurePage> {
-    return this.queue.failures(filter);
+    return this.operations.failures(filter);
   }
 
   /** Re-enqueues failed job `id` as a new queued job; retrying the same failure twice returns the first retry. */
   async retryJob(id: number): Promise<RetriedJob> {
-    return this.queue.retryFailed(id);
+    return this.operations.retryFailed(id);
   }
 
   /** Cancels job `id` while it waits for its first run or a retry: it ends `cancelled` and never runs (again). */
   async cancelJob(id: number): Promise<CancelledJob> {
-    return this.queue.cancel(id);
+    return this.operations.cancel(id);
   }
 
   /** Jobs waiting for a retry after a failed attempt, soonest first (what `cancelJob` is usually for). */
   async retrying(options: { limit?: number } = {}): Promise<RetryingJob[]> {
-    return this.queue.retrying(options.limit ?? 50);
+    return this.operations.retrying(options.limit ?? 50);
   }
 
   /**
@@ -280,7 +277,7 @@ export class Cronledger {
   async reap(options: { now?: Date } = {}): Promise<ReapReport> {
     for (const worker of this.created) if (worker.finished) this.created.delete(worker);
     await Promise.all([...this.created].map((worker) => worker.beat()));
-    return this.queue.reap(options.now);
+    return this.operations.reap(options.now);
   }
 
   /**
@@ -291,8 +288,8 @@ export class Cronledger {
    */
   async prune(options: { now?: Date } = {}): Promise<{ ledgerRows: number; jobRows: number; failedUnregistered: number }> {
     const ledgerRows = await this.scheduler.pruneLedger(this.options.chores.ledgerGraceMs, options.now);
-    const { failedUnregistered } = await this.queue.pruneRegistry(this.options.chores.failUnregisteredAfterMs, options.now);
-    const jobRows = await this.queue.pruneFinished(options.now);
+    const { failedUnregistered } = await this.operations.pruneRegistry(this.options.chores.failUnregisteredAfterMs, options.now);
+    const jobRows = await this.operations.pruneFinished(options.now);
     return { ledgerRows, jobRows, failedUnregistered };
   }
 

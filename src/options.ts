@@ -7,7 +7,7 @@ import { ConfigError, InvalidArgumentError } from "./errors.js";
 import type { CronledgerHooks } from "./events.js";
 import { isJobDefinition, type JobDefinition } from "./jobs/define-job.js";
 import { DEFAULT_MAX_PAYLOAD_BYTES, JSONB_MAX_BYTES } from "./jobs/payload-limit.js";
-import type { RetentionOptions, ResolvedRetention } from "./jobs/retention.js";
+import type { RetentionOptions, ResolvedRetention } from "./operators/operations.js";
 import { RETRY_CLASSES, type RetryClass } from "./jobs/retry.js";
 import type { RetryOverride, StoredRetryPolicy } from "./jobs/retry-override.js";
 import type { Logger } from "./log.js";

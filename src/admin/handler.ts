@@ -1,9 +1,8 @@
 import { createHash, timingSafeEqual } from "node:crypto";
 import { ConfigError, CronledgerError, ERROR_HTTP_STATUS, InvalidFailureFilterError } from "../errors.js";
-import type { CancelledJob } from "../jobs/cancel.js";
-import type { FailureFilter, FailurePage } from "../jobs/failures.js";
-import type { RetriedJob } from "../jobs/retry-failed.js";
-import type { RetryingJob } from "../jobs/retrying.js";
+import type { FailureFilter, FailurePage } from "../operators/failures.js";
+import type { CancelledJob, RetryingJob } from "../operators/operations.js";
+import type { RetriedJob } from "../operators/retry-failed.js";
 import { logFailure, type Logger } from "../log.js";
 import { ENTRY_STATES, type EntryState } from "../status/health.js";
 import type { SchedulerStatus, StatusOptions } from "../status/model.js";

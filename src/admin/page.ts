@@ -3,8 +3,8 @@
 // stylesheet (light/dark, desktop/phone) must be read together; the data is the status model
 // (src/status/model.ts), rendered as it is.
 import { createHash } from "node:crypto";
-import type { FailureTicket } from "../jobs/failures.js";
-import type { RetryingJob } from "../jobs/retrying.js";
+import type { FailureTicket } from "../operators/failures.js";
+import type { RetryingJob } from "../operators/operations.js";
 import { redact } from "../redact.js";
 import { ENTRY_STATES, type EntryRun, type EntryState } from "../status/health.js";
 import { pageOf, type EntryProblem, type EntryStatus, type SchedulerStatus } from "../status/model.js";

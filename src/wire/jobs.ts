@@ -1,6 +1,6 @@
-import type { CancelledJob } from "../jobs/cancel.js";
-import { summarizeIdempotencyKey, type FailurePage, type FailureTicket } from "../jobs/failures.js";
-import type { RetriedJob } from "../jobs/retry-failed.js";
+import { summarizeIdempotencyKey, type FailurePage, type FailureTicket } from "../operators/failures.js";
+import type { CancelledJob } from "../operators/operations.js";
+import type { RetriedJob } from "../operators/retry-failed.js";
 import { iso, WIRE_VERSION, type Versioned } from "./version.js";
 
 /** A failure ticket: a job that failed for good, never its payload; its error redacted. */

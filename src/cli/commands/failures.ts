@@ -1,4 +1,4 @@
-import { MAX_FAILURES_LIMIT, type FailurePage } from "../../jobs/failures.js";
+import { MAX_FAILURES_LIMIT, type FailurePage } from "../../operators/failures.js";
 import { failuresDocument } from "../../wire/jobs.js";
 import { integerOption } from "../args.js";
 import { CONFIG_OPTION, JSON_OPTION, type Command } from "../command.js";
