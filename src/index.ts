@@ -1,7 +1,7 @@
 // The public face of cronledger: everything an application imports.
 export { createCronledger, Cronledger } from "./cronledger.js";
 export type { CronledgerOptions, StartOptions, WorkOptions, ChoreOptions, ChoresSetting } from "./options.js";
-export type { BrokenEntry, EntryProblem, EntryQuarantine, EntryRun, EntryState, EntryStatus, RunKind, SchedulerStatus, StatusOptions, StatusRunsRequest, WaitingForWorkerStatus } from "./status/model.js";
+export type { BrokenEntry, EntryProblem, EntryQuarantine, EntryRun, EntryState, EntryStatus, RunKind, SchedulerStatus, StatusOptions, StatusRunsRequest } from "./status/model.js";
 export type { WaitingForWorker } from "./operators/operations.js";
 export { ENTRY_STATES, entryHealth, lateToleranceMs } from "./status/health.js";
 export type { EntryHealth, HealthInput } from "./status/health.js";

@@ -30,7 +30,11 @@ export interface ResolvedRetention {
   readonly batchSize: number;
 }
 
-/** Job names that ready jobs wait on because no live worker knows them, with the instant the oldest became ready. */
+/**
+ * Ready jobs of one name that no live worker can run (none serving their
+ * queue has registered their name), with the instant the oldest became
+ * ready: in the status, on the page and in the metrics' gauges.
+ */
 export interface WaitingForWorker {
   readonly jobName: string;
   readonly count: number;

@@ -1,5 +1,6 @@
 import type { LedgerRow } from "../db/sql/ledger.js";
 import type { ScheduleProblem } from "../errors.js";
+import type { WaitingForWorker } from "../operators/operations.js";
 import { redact } from "../redact.js";
 import type { InvalidScheduleEntry, Scheduler } from "../schedule/scheduler.js";
 import type { ResolvedEntry } from "../schedule/validate.js";
@@ -37,14 +38,6 @@ export interface EntryQuarantine {
   readonly count: number;
   /** When this run of failures began. */
   readonly since: Date | null;
-}
-
-/** Ready jobs of one name that no live worker can run: none serving their queue has registered their name. */
-export interface WaitingForWorkerStatus {
-  readonly jobName: string;
-  readonly count: number;
-  /** When the oldest of them became ready. */
-  readonly oldestSince: Date;
 }
 
 export interface EntryStatus {
@@ -102,14 +95,14 @@ export interface SchedulerStatus {
    * Ready jobs waiting for a worker that knows them, by job name: a rolling
    * deploy's new jobs until its workers are up, or jobs no deployed code has.
    */
-  readonly waitingForWorker: readonly WaitingForWorkerStatus[];
+  readonly waitingForWorker: readonly WaitingForWorker[];
 }
 
 /** What the status reads besides the ledger: job counts, jobs waiting for a worker, and entries' runs. */
 export interface StatusReads extends RunReader {
   /** Job counts by queue, then status. */
   counts(): Promise<Record<string, Record<string, number>>>;
-  waitingForWorker(): Promise<readonly { readonly jobName: string; readonly count: number; readonly oldestSince: Date }[]>;
+  waitingForWorker(): Promise<readonly WaitingForWorker[]>;
 }
 
 export interface StatusSources {
@@ -248,7 +241,7 @@ export async function buildStatus(sources: StatusSources, options: StatusOptions
     invalid,
     queues,
     totals: totalsOf(queues),
-    waitingForWorker: waiting.map((row) => ({ jobName: row.jobName, count: row.count, oldestSince: row.oldestSince })),
+    waitingForWorker: waiting,
   };
 }
 
