@@ -4,9 +4,9 @@
  * count: a cycle of types is still a knot a reader has to untie), and no
  * import from a lower layer to a higher one. The layers, bottom to top:
  *
- *   base modules (src/*.ts but the four on top) < db/ < jobs/ < schedule/
- *   < runtime/, status/ < admin/ < options.ts, config.ts, cronledger.ts,
- *   index.ts < cli/
+ *   base modules (src/*.ts but the four on top) < db/ < jobs/ < operators/
+ *   < schedule/ < runtime/, status/ < wire/ < admin/ < options.ts,
+ *   config.ts, cronledger.ts, index.ts < cli/
  *
  * test/dependency-rules.test.ts plants a cycle and a climbing import in a
  * copy of src/ and expects this check to fail on each.
@@ -32,11 +32,18 @@ module.exports = {
     },
     layer("base-imports-no-layer", BASE, "^src/[^/]+/", "Base modules import no layer folder: what they need lives beside them"),
     layer("base-imports-no-top", BASE, TOP, "Base modules never import the top modules"),
-    layer("db-knows-nothing-above", "^src/db/", `^src/(jobs|schedule|runtime|status|admin|cli)/|${TOP}`, "db/ knows nothing above it"),
-    layer("jobs-below-schedule", "^src/jobs/", `^src/(schedule|runtime|status|admin|cli)/|${TOP}`, "jobs/ builds on db/ and the base modules only"),
-    layer("schedule-below-runtime", "^src/schedule/", `^src/(runtime|status|admin|cli)/|${TOP}`, "schedule/ builds on jobs/, db/ and the base modules"),
-    layer("runtime-below-admin", "^src/runtime/", `^src/(status|admin|cli)/|${TOP}`, "runtime/ never imports status/, admin/, cli/ or the top modules"),
-    layer("status-below-admin", "^src/status/", `^src/(runtime|admin|cli)/|${TOP}`, "status/ never imports runtime/, admin/, cli/ or the top modules"),
+    layer("db-knows-nothing-above", "^src/db/", `^src/(jobs|operators|schedule|runtime|status|wire|admin|cli)/|${TOP}`, "db/ knows nothing above it"),
+    layer("jobs-below-operators", "^src/jobs/", `^src/(operators|schedule|runtime|status|wire|admin|cli)/|${TOP}`, "jobs/ builds on db/ and the base modules only"),
+    layer(
+      "operators-below-schedule",
+      "^src/operators/",
+      `^src/(schedule|runtime|status|wire|admin|cli)/|${TOP}`,
+      "operators/ (what operators read and do to jobs) builds on jobs/, db/ and the base modules",
+    ),
+    layer("schedule-below-runtime", "^src/schedule/", `^src/(runtime|status|wire|admin|cli)/|${TOP}`, "schedule/ builds on operators/, jobs/, db/ and the base modules"),
+    layer("runtime-below-admin", "^src/runtime/", `^src/(status|wire|admin|cli)/|${TOP}`, "runtime/ never imports status/, wire/, admin/, cli/ or the top modules"),
+    layer("status-below-wire", "^src/status/", `^src/(runtime|wire|admin|cli)/|${TOP}`, "status/ never imports runtime/, wire/, admin/, cli/ or the top modules"),
+    layer("wire-below-admin", "^src/wire/", `^src/(runtime|admin|cli)/|${TOP}`, "wire/ (the JSON documents admin/ serves and cli/ prints) never imports runtime/, admin/, cli/ or the top modules"),
     layer("admin-below-top", "^src/admin/", `^src/cli/|${TOP}`, "admin/ never imports cli/ or the top modules"),
     layer("top-below-cli", TOP, "^src/cli/", "The top modules never import cli/"),
   ],

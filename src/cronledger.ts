@@ -1,5 +1,5 @@
 // The facade an application holds. About 350 lines, most of them the public methods' documentation:
-// each body is a few lines handing work to the Scheduler, the JobQueue, a Worker or the Supervisor.
+// each body is a few lines handing work to the Scheduler, the enqueuer, the Operations, a Worker or the Supervisor.
 import type { z } from "zod";
 import { createMetrics, type CronledgerMetrics } from "./admin/metrics.js";
 import { openDatabase, type Database, type DatabaseSetting } from "./db/connection.js";
@@ -10,16 +10,15 @@ import { ensureSchema } from "./db/schema-check.js";
 import { InvalidArgumentError } from "./errors.js";
 import { combineHooks, type CronledgerEvents, type TickReport } from "./events.js";
 import type { JobDefinition } from "./jobs/define-job.js";
-import type { CancelledJob } from "./jobs/cancel.js";
 import type { EnqueuedJob, EnqueueRequest, JobReference } from "./jobs/define-job.js";
 import type { EnqueueManyOptions, EnqueueOptions } from "./jobs/enqueue-options.js";
-import type { FailureFilter, FailurePage } from "./jobs/failures.js";
-import { JobQueue, type WaitingForWorker } from "./jobs/queue.js";
-import type { ReapReport } from "./jobs/reaper.js";
+import { JobEnqueuer } from "./jobs/enqueuer.js";
 import { jobRegistry } from "./jobs/registry.js";
-import type { RetriedJob } from "./jobs/retry-failed.js";
-import type { RetryingJob } from "./jobs/retrying.js";
-import { Worker, type WorkSummary } from "./jobs/worker.js";
+import { Worker, type WorkerDependencies, type WorkSummary } from "./jobs/worker.js";
+import { workerStore } from "./jobs/worker-deps.js";
+import type { FailureFilter, FailurePage } from "./operators/failures.js";
+import { Operations, type CancelledJob, type ReapReport, type RetryingJob, type WaitingForWorker } from "./operators/operations.js";
+import type { RetriedJob } from "./operators/retry-failed.js";
 import { consoleLogger, type Logger } from "./log.js";
 import { adaptLogger } from "./logger-adapter.js";
 import { resolveCronledgerOptions, type CronledgerOptions, type ResolvedCronledgerOptions } from "./options.js";
@@ -32,8 +31,7 @@ import { loadEntries, Scheduler } from "./schedule/scheduler.js";
 import type { TickOptions } from "./schedule/pass.js";
 import type { ResolvedEntry } from "./schedule/validate.js";
 import type { ScheduleProblem } from "./errors.js";
-import { buildStatus, type EntryRun, type SchedulerStatus } from "./status/model.js";
-import { loadEntryRuns } from "./status/runs.js";
+import { buildStatus, type SchedulerStatus, type StatusOptions } from "./status/model.js";
 import { EntryProblemTracker } from "./status/problems.js";
 
 export type { CronledgerOptions } from "./options.js";
@@ -41,10 +39,12 @@ export type { EntryStatus, SchedulerStatus } from "./status/model.js";
 
 /**
  * What an application holds: a Scheduler (src/schedule/scheduler.ts: the
- * entries and the passes over the ledger), a JobQueue (src/jobs/queue.ts:
- * enqueue, claim, complete, reap, prune, failures), workers, and the
- * Supervisor that runs ticker and workers under `start()`. This class only
- * wires them together; see docs/architecture.md for the map.
+ * entries and the passes over the ledger), the enqueue path
+ * (src/jobs/enqueuer.ts), the Operations (src/operators/operations.ts: what
+ * operators read and do, the chores' reap and prune), workers given narrow
+ * dependencies (src/jobs/worker-deps.ts), and the Supervisor that runs
+ * ticker and workers under `start()`. This class only wires them together;
+ * see docs/architecture.md for the map.
  */
 export class Cronledger {
   readonly database: Database;
@@ -59,7 +59,6 @@ export class Cronledger {
   readonly metrics: CronledgerMetrics | null;
   readonly leaseMs: number;
   readonly scheduler: Scheduler;
-  readonly queue: JobQueue;
   /** Whether the database is reachable, as this process's ticks, claims and heartbeats find out; an outage is logged once. */
   readonly health: DatabaseHealth;
   /** Entries whose ledger value recent ticks of this process repaired: the status warns about them (quarantines come from the ledger). */
@@ -74,6 +73,11 @@ export class Cronledger {
   private readonly workers = new Set<Worker>();
   /** Every worker this process created (work() and start()'s), so the reaper can heartbeat them first. */
   private readonly created = new Set<Worker>();
+  /** What every worker of this process is given (src/jobs/worker.ts). */
+  private readonly workerParts: WorkerDependencies;
+  private readonly enqueuer: JobEnqueuer;
+  /** What operators read and do: failures, retries, cancel, runs, counts, reap, prune (src/operators/operations.ts). */
+  private readonly operations: Operations;
 
   constructor(options: CronledgerOptions = {}) {
     this.options = resolveCronledgerOptions(options);
@@ -100,7 +104,7 @@ export class Cronledger {
             jobNames: this.jobs.keys(),
             ...(metricsOption.registry ? { registry: metricsOption.registry } : {}),
             waitingForWorker: async () =>
-              (await this.queue.waitingForWorker()).map((row) => ({ jobName: row.jobName, count: row.count, waitedSeconds: row.waitedMs / 1000 })),
+              (await this.operations.waitingForWorker()).map((row) => ({ jobName: row.jobName, count: row.count, waitedSeconds: row.waitedMs / 1000 })),
           });
     const hooks = [...this.options.hooks, this.entryProblems.hooks, ...(this.metrics ? [this.metrics.hooks] : [])];
     this.events = combineHooks(hooks, (error) => this.logger.error("a cronledger hook threw", { error: String(error) }));
@@ -111,19 +115,15 @@ export class Cronledger {
     this.health = new DatabaseHealth(this.logger, this.database.label);
     const parts = { database: this.database, logger: this.logger, events: this.events };
     this.scheduler = new Scheduler({ ...parts, namespace, schedule, passTimeoutMs: this.options.passTimeoutMs });
+    this.enqueuer = new JobEnqueuer({ database: this.database, jobs: this.jobs, maxPayloadBytes: this.options.maxPayloadBytes });
+    this.operations = new Operations({ ...parts, jobs: this.jobs, leaseMs: this.leaseMs, retention: chores.retention });
+    // A scheduled job's ctx.schedule names its entry: the loaded entry behind its ledger key.
     const byKey = new Map([...schedule.entries, ...schedule.choreEntries].map((entry) => [entry.ledgerKey, entry]));
-    this.queue = new JobQueue({
-      ...parts,
-      jobs: this.jobs,
-      leaseMs: this.leaseMs,
-      retention: chores.retention,
-      health: this.health,
-      maxPayloadBytes: this.options.maxPayloadBytes,
-      entryOf: (key) => byKey.get(key),
-    });
+    const attempts = { logger: this.logger, enqueuer: this.enqueuer, entryOf: (key: string) => byKey.get(key) };
+    this.workerParts = { store: workerStore(this.database), jobs: this.jobs, attempts, logger: this.logger, events: this.events, health: this.health };
     this.unobserve = this.metrics?.observe({
       status: () => this.status(),
-      readyJobs: (queues, cap) => this.queue.readyStats(queues, cap),
+      readyJobs: (queues, cap) => this.operations.readyStats(queues, cap),
       queues: this.knownQueues(),
       database: this.database.label,
     });
@@ -149,14 +149,14 @@ export class Cronledger {
    * commits or rolls back with the business rows.
    */
   async enqueue<S extends z.ZodType>(job: JobReference<S>, payload?: z.input<S>, options?: EnqueueOptions): Promise<EnqueuedJob> {
-    await this.ensureSchema(this.queue.executor(options?.db));
-    return this.queue.enqueue(job, payload, options);
+    await this.ensureSchema(this.enqueuer.executor(options?.db));
+    return this.enqueuer.enqueue(job, payload, options);
   }
 
   /** Validates every payload first, then inserts all jobs in one statement (`{ db: tx }`: in the application's transaction). */
   async enqueueMany(requests: readonly EnqueueRequest[], options?: EnqueueManyOptions): Promise<EnqueuedJob[]> {
-    await this.ensureSchema(this.queue.executor(options?.db));
-    return this.queue.enqueueMany(requests, options);
+    await this.ensureSchema(this.enqueuer.executor(options?.db));
+    return this.enqueuer.enqueueMany(requests, options);
   }
 
   /** One scheduler pass at `now` (default: the database clock); the chores are part of it with `chores: true` or options. */
@@ -182,45 +182,37 @@ export class Cronledger {
   /**
    * The status model: every entry with its state (ok, late, failing...) and why, its last slot, next run,
    * latest run and problems; invalid entries; job counts (see src/status/model.ts). `now` judges the
-   * entries at that instant instead of the database clock (tests, like `tick({ now })`).
+   * entries at that instant instead of the database clock (tests, like `tick({ now })`); `runs` adds the
+   * recent runs of one page of entries (`recentRuns`, the Schedule page's strips). A constant number of
+   * statements whatever the number of entries.
    */
-  async status(options: { now?: Date } = {}): Promise<SchedulerStatus> {
-    return buildStatus({ scheduler: this.scheduler, queue: this.queue, problems: this.entryProblems, chores: this.options.chores.when !== "never", now: options.now });
+  async status(options: StatusOptions = {}): Promise<SchedulerStatus> {
+    return buildStatus({ scheduler: this.scheduler, reads: this.operations, problems: this.entryProblems, chores: this.options.chores.when !== "never" }, options);
   }
 
   /** Ready jobs no live worker knows (no worker serving their queue has registered their name), by job name. */
   async waitingForWorker(): Promise<WaitingForWorker[]> {
-    return this.queue.waitingForWorker();
+    return this.operations.waitingForWorker();
   }
 
   /** Terminal failures (the failure tickets), newest first, without payloads and with errors redacted. */
   async failures(filter: FailureFilter = {}): Promise<FailurePage> {
-    return this.queue.failures(filter);
+    return this.operations.failures(filter);
   }
 
   /** Re-enqueues failed job `id` as a new queued job; retrying the same failure twice returns the first retry. */
   async retryJob(id: number): Promise<RetriedJob> {
-    return this.queue.retryFailed(id);
+    return this.operations.retryFailed(id);
   }
 
   /** Cancels job `id` while it waits for its first run or a retry: it ends `cancelled` and never runs (again). */
   async cancelJob(id: number): Promise<CancelledJob> {
-    return this.queue.cancel(id);
+    return this.operations.cancel(id);
   }
 
   /** Jobs waiting for a retry after a failed attempt, soonest first (what `cancelJob` is usually for). */
   async retrying(options: { limit?: number } = {}): Promise<RetryingJob[]> {
-    return this.queue.retrying(options.limit ?? 50);
-  }
-
-  /**
-   * The `limit` (default 20) most recent runs of the entries with these ledger keys (`EntryStatus.key`),
-   * newest first: the Schedule page's strips. One index range scan per entry.
-   */
-  async recentRuns(keys: readonly string[], limit = 20): Promise<ReadonlyMap<string, readonly EntryRun[]>> {
-    const wanted = new Set(keys);
-    const entries = [...this.scheduler.entries, ...this.scheduler.choreEntries].filter((entry) => wanted.has(entry.ledgerKey));
-    return loadEntryRuns(this.queue, entries, limit, this.scheduler.ledger().then((ledger) => ledger.nowMs));
+    return this.operations.retrying(options.limit ?? 50);
   }
 
   /**
@@ -288,7 +280,7 @@ export class Cronledger {
   async reap(options: { now?: Date } = {}): Promise<ReapReport> {
     for (const worker of this.created) if (worker.finished) this.created.delete(worker);
     await Promise.all([...this.created].map((worker) => worker.beat()));
-    return this.queue.reap(options.now);
+    return this.operations.reap(options.now);
   }
 
   /**
@@ -299,8 +291,8 @@ export class Cronledger {
    */
   async prune(options: { now?: Date } = {}): Promise<{ ledgerRows: number; jobRows: number; failedUnregistered: number }> {
     const ledgerRows = await this.scheduler.pruneLedger(this.options.chores.ledgerGraceMs, options.now);
-    const { failedUnregistered } = await this.queue.pruneRegistry(this.options.chores.failUnregisteredAfterMs, options.now);
-    const jobRows = await this.queue.pruneFinished(options.now);
+    const { failedUnregistered } = await this.operations.pruneRegistry(this.options.chores.failUnregisteredAfterMs, options.now);
+    const jobRows = await this.operations.pruneFinished(options.now);
     return { ledgerRows, jobRows, failedUnregistered };
   }
 
@@ -316,7 +308,7 @@ export class Cronledger {
     // A worker whose queues include the chores' runs them outside its slots (src/jobs/worker.ts).
     const choreNames = [REAP_JOB, PRUNE_JOB].filter((name) => this.jobs.has(name));
     const chores = choreNames.length > 0 && queues.includes(CHORE_QUEUE) ? { queue: CHORE_QUEUE, jobNames: choreNames } : undefined;
-    const worker = new Worker(this.queue, { ...options, queues, leaseMs: options.leaseMs ?? this.leaseMs, namespace: this.namespace, chores });
+    const worker = new Worker(this.workerParts, { ...options, queues, leaseMs: options.leaseMs ?? this.leaseMs, namespace: this.namespace, chores });
     this.created.add(worker);
     return worker;
   }

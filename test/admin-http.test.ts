@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createAdminHandler } from "../src/admin/handler.js";
 import { OTHER_JOB_TYPE } from "../src/admin/metrics.js";
 import { startAdminServer } from "../src/admin/server.js";
-import type { AdminStatus, EntryView } from "../src/admin/status.js";
+import type { EntryDocument, StatusDocument } from "../src/wire/status.js";
 import { createCronledger } from "../src/cronledger.js";
 import { ConfigError } from "../src/errors.js";
 import type { WorkSummary } from "../src/jobs/worker.js";
@@ -72,7 +72,7 @@ describe("authentication", () => {
         const response = await fetch(`${fixture.server.url}${path}`, { headers });
         const body = await response.text();
         expect(response.status, `${path} ${JSON.stringify(headers)}`).toBe(401);
-        expect(JSON.parse(body)).toEqual({ error: "unauthorized", message: expect.any(String) });
+        expect(JSON.parse(body)).toEqual({ version: 1, error: "unauthorized", message: expect.any(String) });
         expect(body).not.toContain("report.ok");
       }
     }
@@ -105,7 +105,7 @@ describe("GET /admin/scheduler/status", () => {
     const response = await fixture.get("/admin/scheduler/status");
     expect(response.status).toBe(200);
     expect(response.headers.get("content-type")).toMatch(/^application\/json/);
-    const body = (await response.json()) as AdminStatus;
+    const body = (await response.json()) as StatusDocument;
     const expected = await fixture.ledger.status();
     // A row still holding the value it was created with has handled no slot: the entry never fired, and shows no last slot.
     const stored = await fixture.rows<{ key: string; slot: string; handled: boolean }>(
@@ -153,7 +153,7 @@ describe("GET /admin/scheduler/status", () => {
   });
 
   it("lists broken entries with their problems: quarantined by a tick, and never firing", async () => {
-    const body = (await (await fixture.get("/admin/scheduler/status")).json()) as AdminStatus;
+    const body = (await (await fixture.get("/admin/scheduler/status")).json()) as StatusDocument;
     const codes = Object.fromEntries(body.broken.map((broken) => [broken.job === "report.ok" ? "feb30" : broken.job, broken.problems.map((problem) => problem.code)]));
     expect(codes).toEqual({ "inventory.sync": ["quarantined"], feb30: ["never_matches"] });
     const sync = body.broken.find((broken) => broken.job === "inventory.sync");
@@ -328,10 +328,10 @@ describe("basePath", () => {
     try {
       expect(server.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/ops$/);
       const origin = new URL(server.url).origin;
-      const root = (await (await fixture.get("/admin/scheduler/status")).json()) as AdminStatus;
+      const root = (await (await fixture.get("/admin/scheduler/status")).json()) as StatusDocument;
       const status = await fetch(`${origin}/ops/admin/scheduler/status`, { headers: bearer() });
       expect(status.status).toBe(200);
-      const body = (await status.json()) as AdminStatus;
+      const body = (await status.json()) as StatusDocument;
       expect(body.entries.map((entry) => entry.identity)).toEqual(root.entries.map((entry) => entry.identity));
       expect((await fetch(`${origin}/ops/admin/scheduler/failures?job_type=billing.charge`, { headers: bearer() })).status).toBe(200);
       const page = await fetch(`${origin}/ops/admin/scheduler`, { headers: bearer() });
@@ -419,7 +419,7 @@ describe("basePath", () => {
 
 describe("chore entries in the status", () => {
   const T1 = new Date(T0.getTime() + 3 * 3_600_000);
-  const chore = (body: AdminStatus, job: string): EntryView | undefined => body.entries.find((entry) => entry.job === job);
+  const chore = (body: StatusDocument, job: string): EntryDocument | undefined => body.entries.find((entry) => entry.job === job);
 
   beforeAll(async () => {
     // Another replica running the chores: its ticks fire them in the shared ledger.
@@ -430,7 +430,7 @@ describe("chore entries in the status", () => {
   });
 
   it("lists reap and prune, marked as chores, with the slots the replica that runs them fired", async () => {
-    const body = (await (await fixture.get("/admin/scheduler/status")).json()) as AdminStatus;
+    const body = (await (await fixture.get("/admin/scheduler/status")).json()) as StatusDocument;
     expect(body.entries.filter((entry) => entry.chore).map((entry) => entry.job)).toEqual([REAP_JOB, PRUNE_JOB]);
     expect(body.entries.filter((entry) => !entry.chore).map((entry) => entry.identity)).toEqual(fixture.ledger.entries.map((entry) => entry.identity));
     expect(chore(body, REAP_JOB)).toMatchObject({ cron: DEFAULT_REAP_CRON, last_enqueued_slot: "2026-03-02T13:07:15.000Z", problems: [] });
@@ -457,7 +457,7 @@ describe("chore entries in the status", () => {
       const status = await off.status();
       expect(status.entries.map((entry) => entry.chore)).toEqual(SCHEDULE.map(() => false));
       const handler = createAdminHandler(off, { token: fixture.token });
-      const body = (await (await handler(new Request("http://127.0.0.1:9/admin/scheduler/status", { headers: bearer() }))).json()) as AdminStatus;
+      const body = (await (await handler(new Request("http://127.0.0.1:9/admin/scheduler/status", { headers: bearer() }))).json()) as StatusDocument;
       expect(body.entries).toHaveLength(SCHEDULE.length);
       expect(body.entries.some((entry) => entry.chore || entry.job.startsWith("cronledger."))).toBe(false);
     } finally {

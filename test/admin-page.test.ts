@@ -6,7 +6,7 @@ import type { BrowserContext } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createAdminHandler } from "../src/admin/handler.js";
 import { startAdminServer } from "../src/admin/server.js";
-import type { AdminStatus } from "../src/admin/status.js";
+import type { StatusDocument } from "../src/wire/status.js";
 import { PRUNE_JOB, REAP_JOB } from "../src/runtime/chores.js";
 import { chargeJob, createAdminFixture, LEAKED_PASSWORD, LEAKED_SECRETS, serveStripped, type AdminFixture } from "./support/admin-fixture.js";
 import { launchBrowser, type TestBrowser } from "./support/browser.js";
@@ -127,7 +127,7 @@ async function pageWorksUnder(baseUrl: string): Promise<void> {
   for (const url of urls) expect(url.startsWith(`${baseUrl}/admin/scheduler/`) || url.startsWith(`${baseUrl}/admin/scheduler?`), url).toBe(true);
 
   await Promise.all([page.waitForURL(`${baseUrl}/admin/scheduler/status`), page.getByRole("link", { name: "status" }).click()]);
-  const status = JSON.parse(await page.locator("body").innerText()) as AdminStatus;
+  const status = JSON.parse(await page.locator("body").innerText()) as StatusDocument;
   expect(status.entries.filter((entry) => entry.chore).map((entry) => entry.job)).toEqual([REAP_JOB, PRUNE_JOB]);
   await page.goBack();
   await Promise.all([page.waitForURL(`${baseUrl}/admin/scheduler/failures`), page.getByRole("link", { name: "failures" }).click()]);

@@ -52,7 +52,7 @@ describe("cronledger preflight", () => {
     const result = await runCli(["preflight", "--config", BROKEN, "--json"]);
     expect(result.code).toBe(1);
     const report = JSON.parse(result.stdout) as { ok: boolean; entries: number; errors: number; problems: { code: string; index: number; severity: string; message: string }[] };
-    expect(report).toMatchObject({ ok: false, entries: 8, errors: 6, warnings: 0 });
+    expect(report).toMatchObject({ version: 1, ok: false, entries: 8, errors: 6, warnings: 0 });
     expect(report.problems.map((problem) => [problem.index, problem.code])).toEqual(BROKEN_ENTRIES.map(([index, code]) => [index, code]));
     expect(report.problems.every((problem) => problem.severity === "error" && problem.message.length > 0)).toBe(true);
     expect(report.problems[1]).toMatchObject({ location: { file: "test/fixtures/cli/broken-schedule.ts", line: lineOf("broken-schedule.ts", "Mars/Olympus_Mons"), column: 3 } });
@@ -175,7 +175,7 @@ describe("cronledger on the embedded database", () => {
 
       const ticked = await runCli(["tick", "--once", "--config", GOOD_JS, "--json"], { cwd: directory, env });
       expect(ticked.code).toBe(0);
-      expect(JSON.parse(ticked.stdout)).toMatchObject({ created: 1, enqueued: [] });
+      expect(JSON.parse(ticked.stdout)).toMatchObject({ version: 1, created: 1, enqueued: [], lost_race: [], invalid: [] });
     } finally {
       rmSync(directory, { recursive: true, force: true });
     }
@@ -236,11 +236,12 @@ describe("cronledger against PostgreSQL", () => {
 
     const status = await runCli(["status", "--config", GOOD_JS, "--json"], { env });
     expect(status.code).toBe(0);
-    const report = JSON.parse(status.stdout) as { entries: { jobName: string; chore: boolean; lastEnqueuedSlot: string | null }[]; queues: Record<string, Record<string, number>> };
+    const report = JSON.parse(status.stdout) as { version: number; entries: { job: string; chore: boolean; last_enqueued_slot: string | null }[]; queues: Record<string, Record<string, number>> };
+    expect(report.version).toBe(1);
     expect(report.entries).toEqual([
-      expect.objectContaining({ jobName: "fixture.ping", chore: false, lastEnqueuedSlot: expect.any(String) }),
-      expect.objectContaining({ jobName: "cronledger.reap", chore: true }),
-      expect.objectContaining({ jobName: "cronledger.prune", chore: true }),
+      expect.objectContaining({ job: "fixture.ping", chore: false, last_enqueued_slot: expect.any(String) }),
+      expect.objectContaining({ job: "cronledger.reap", chore: true }),
+      expect.objectContaining({ job: "cronledger.prune", chore: true }),
     ]);
     expect(report.queues.default?.queued).toBeGreaterThanOrEqual(1);
 

@@ -3,6 +3,7 @@ import { Registry } from "prom-client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createCronledger, type Cronledger } from "../src/cronledger.js";
 import { query } from "../src/db/connection.js";
+import { claimJobs } from "../src/db/sql/jobs.js";
 import { InvalidArgumentError, JobNotCancellableError, JobNotFoundError, NonRetryableError } from "../src/errors.js";
 import { defineJob, skip } from "../src/jobs/define-job.js";
 import { silentLogger } from "../src/log.js";
@@ -156,7 +157,7 @@ describe("operator actions", () => {
 
   it("refuses to cancel a running or finished job, and says so", async () => {
     const job = await ledger.enqueue(ping, {}, { queue: "hold" });
-    const [claimed] = await ledger.queue.claim({ workerId: "test-holder", queues: ["hold"], jobNames: [ping.name], limit: 1 });
+    const [claimed] = await claimJobs(ledger.database.db, { workerId: "test-holder", queues: ["hold"], jobNames: [ping.name], limit: 1 });
     expect(claimed?.id).toBe(job.id);
     await expect(ledger.cancelJob(job.id)).rejects.toBeInstanceOf(JobNotCancellableError);
     await expect(ledger.cancelJob(job.id)).rejects.toThrow(/is running; only a queued job/);
@@ -238,7 +239,7 @@ describe("metrics an operator alerts on", () => {
       // One of each: a terminal failure by a worker, a retry (not a failure for good), and a job whose worker died on its last attempt.
       await observed.enqueue(flaky, {});
       const crashed = await observed.enqueue(ping, {}, { queue: "crashy" });
-      await observed.queue.claim({ workerId: "dead-worker", queues: ["crashy"], jobNames: [ping.name], limit: 1 });
+      await claimJobs(observed.database.db, { workerId: "dead-worker", queues: ["crashy"], jobNames: [ping.name], limit: 1 });
       const summary = await observed.work({ once: true, queues: ["default"] });
       expect(summary.failed).toBe(1);
       expect(summary.retried).toBe(1);

@@ -199,7 +199,7 @@ export default defineConfig({ jobs: [hello], schedule: [{ job: hello, cron: "* *
   it("ships every file its README, docs and messages point to, and docs that stand on their own", async () => {
     const installed = join(root, "node_modules", "cronledger");
     const pointers: string[] = [];
-    for (const doc of ["README.md", "docs/operations.md", "docs/decisions.md", "docs/benchmarks.md", "examples/drizzle-app/README.md"]) {
+    for (const doc of ["README.md", "docs/operations.md", "docs/decisions.md", "docs/benchmarks.md", "docs/wire-format.md", "examples/drizzle-app/README.md"]) {
       const text = readFileSync(join(installed, doc), "utf8");
       expect(text, doc).not.toMatch(/DESIGN/);
       for (const [, link] of text.matchAll(/\]\(([^)#\s]+)(?:#[^)]*)?\)/g)) {

@@ -1,13 +1,33 @@
 import { createHash, timingSafeEqual } from "node:crypto";
 import { ConfigError, CronledgerError, ERROR_HTTP_STATUS, InvalidFailureFilterError } from "../errors.js";
-import type { FailureFilter, FailureTicket } from "../jobs/failures.js";
-import { summarizeIdempotencyKey } from "../jobs/failures.js";
+import type { FailureFilter, FailurePage } from "../operators/failures.js";
+import type { CancelledJob, RetryingJob } from "../operators/operations.js";
+import type { RetriedJob } from "../operators/retry-failed.js";
+import type { Logger } from "../log.js";
 import { logFailure } from "../db/log-failure.js";
 import { ENTRY_STATES, type EntryState } from "../status/health.js";
+import type { SchedulerStatus, StatusOptions } from "../status/model.js";
+import { cancelledDocument, errorDocument, failuresDocument, retriedDocument } from "../wire/jobs.js";
+import { statusDocument } from "../wire/status.js";
+import type { CronledgerMetrics } from "./metrics.js";
 import { PAGE_ENTRIES, PAGE_SCRIPT_HASH, renderSchedulePage } from "./page.js";
-import { adminStatus, runView, type AdminLedger, type RunView } from "./status.js";
 
 export type AdminHandler = (request: Request) => Promise<Response>;
+
+/** What the admin endpoints need of a ledger; a Cronledger has all of it, and so may anything else that is to be served. */
+export interface AdminLedger {
+  readonly namespace: string;
+  readonly logger: Logger;
+  /** Null when created with `metrics: false`. */
+  readonly metrics: CronledgerMetrics | null;
+  /** The status model; with `runs`, the recent runs of the page of entries the Schedule page shows. */
+  status(options?: StatusOptions): Promise<SchedulerStatus>;
+  failures(filter?: FailureFilter): Promise<FailurePage>;
+  retryJob(id: number): Promise<RetriedJob>;
+  cancelJob(id: number): Promise<CancelledJob>;
+  /** Jobs waiting for a retry, soonest first. */
+  retrying(options?: { limit?: number }): Promise<RetryingJob[]>;
+}
 
 export interface AdminHandlerOptions {
   /** Bearer token every request must present (at least 16 characters). */
@@ -66,7 +86,7 @@ function json(status: number, body: unknown, headers: Record<string, string> = {
   });
 }
 
-const problem = (status: number, code: string, message: string, headers?: Record<string, string>) => json(status, { error: code, message }, headers);
+const problem = (status: number, code: string, message: string, headers?: Record<string, string>) => json(status, errorDocument(code, message), headers);
 
 /** The credential a request presents: a bearer token, or the password of HTTP Basic (so a browser can open the page). */
 function presentedToken(request: Request): string | null {
@@ -90,23 +110,6 @@ function hostOf(value: string | null): string | null {
   } catch {
     return null;
   }
-}
-
-function failureView(failure: FailureTicket) {
-  return {
-    id: failure.id,
-    job_type: failure.jobType,
-    queue: failure.queue,
-    attempts: failure.attempts,
-    max_attempts: failure.maxAttempts,
-    last_error: failure.lastError,
-    failed_at: failure.failedAt.toISOString(),
-    scheduled_for: failure.scheduledFor?.toISOString() ?? null,
-    schedule_key: failure.scheduleKey,
-    idempotency: failure.idempotency,
-    retry_override: failure.retryOverride,
-    retried_as: failure.retriedAs,
-  };
 }
 
 /** The page's own view: which entries (by state, which page) and what the action that led here did. */
@@ -197,27 +200,16 @@ export function createAdminHandler(ledger: AdminLedger, options: AdminHandlerOpt
   const route = async (request: Request, path: string, params: URLSearchParams): Promise<Response> => {
     const method = request.method === "HEAD" ? "GET" : request.method;
     if (GET_ROUTES.has(path) && method !== "GET") return problem(405, "method_not_allowed", "Use GET.", { allow: "GET, HEAD" });
-    if (path === "/admin/scheduler/status") return json(200, await adminStatus(ledger));
-    if (path === "/admin/scheduler/failures") {
-      const page = await ledger.failures(failureFilter(params));
-      return json(200, { failures: page.failures.map(failureView), next_before: page.nextBefore });
-    }
+    if (path === "/admin/scheduler/status") return json(200, statusDocument(await ledger.status()));
+    if (path === "/admin/scheduler/failures") return json(200, failuresDocument(await ledger.failures(failureFilter(params))));
     if (path === "/admin/scheduler" || path === "/admin/scheduler/") {
       // The page's relative links and form assume no trailing slash.
       if (path.endsWith("/")) return new Response(null, { status: 308, headers: { ...BASE_HEADERS, location: "../scheduler" } });
       const view = pageView(params);
-      const [status, failures, retrying] = await Promise.all([adminStatus(ledger), ledger.failures({ limit: pageFailures }), ledger.retrying({ limit: PAGE_RETRYING })]);
-      // Runs only for the entries this page shows: the strips cost PAGE_ENTRIES x PAGE_RUNS rows at most.
-      const shown = (view.state === null ? status.entries : status.entries.filter((entry) => entry.state === view.state)).slice(
-        (view.page - 1) * PAGE_ENTRIES,
-        view.page * PAGE_ENTRIES,
-      );
-      const runs = await ledger.recentRuns(
-        shown.map((entry) => entry.key),
-        PAGE_RUNS,
-      );
-      const runViews = new Map<string, RunView[]>([...runs].map(([key, list]) => [key, list.map(runView)]));
-      return new Response(renderSchedulePage(status, failures.failures, { ...view, runs: runViews, retrying }), {
+      // Strips only for the entries this page shows (PAGE_ENTRIES x PAGE_RUNS rows at most), read with the status itself.
+      const runs = { limit: PAGE_RUNS, state: view.state, page: view.page, perPage: PAGE_ENTRIES };
+      const [status, failures, retrying] = await Promise.all([ledger.status({ runs }), ledger.failures({ limit: pageFailures }), ledger.retrying({ limit: PAGE_RETRYING })]);
+      return new Response(renderSchedulePage(status, failures.failures, { ...view, retrying }), {
         status: 200,
         headers: { ...BASE_HEADERS, "content-type": "text/html; charset=utf-8", "content-security-policy": PAGE_CSP, "x-frame-options": "DENY" },
       });
@@ -242,24 +234,11 @@ export function createAdminHandler(ledger: AdminLedger, options: AdminHandlerOpt
         if (verb === "cancel") {
           const cancelled = await ledger.cancelJob(Number(id));
           if (fromPage) return backToPage(`cancelled=${cancelled.id}&was=${cancelled.was}`, "retrying");
-          return json(200, {
-            id: cancelled.id,
-            job_type: cancelled.jobName,
-            was: cancelled.was,
-            attempts: cancelled.attempts,
-            max_attempts: cancelled.maxAttempts,
-            cancelled: cancelled.cancelled,
-          });
+          return json(200, cancelledDocument(cancelled));
         }
         const retried = await ledger.retryJob(Number(id));
         if (fromPage) return backToPage(`retried=${retried.retryOf}&as=${retried.id}&created=${retried.created ? 1 : 0}`, `failure-${retried.retryOf}`);
-        return json(retried.created ? 201 : 200, {
-          id: retried.id,
-          job_type: retried.jobName,
-          retry_of: retried.retryOf,
-          idempotency: summarizeIdempotencyKey(retried.idempotencyKey),
-          created: retried.created,
-        });
+        return json(retried.created ? 201 : 200, retriedDocument(retried));
       } catch (error) {
         // A refused action (the job started running, or is gone) comes back to the page too, saying why.
         if (fromPage && error instanceof CronledgerError && ERROR_HTTP_STATUS[error.code] < 500) {

@@ -1,13 +1,13 @@
 // The Schedule page as one HTML string: no template engine, no client framework, one small inline
 // script allowed by a CSP hash. Longer than most files because the markup, its escaping and its
-// stylesheet (light/dark, desktop/phone) must be read together; the data comes from
-// src/admin/status.ts.
+// stylesheet (light/dark, desktop/phone) must be read together; the data is the status model
+// (src/status/model.ts), rendered as it is.
 import { createHash } from "node:crypto";
-import type { FailureTicket } from "../jobs/failures.js";
-import type { RetryingJob } from "../jobs/retrying.js";
+import type { FailureTicket } from "../operators/failures.js";
+import type { RetryingJob } from "../operators/operations.js";
 import { redact } from "../redact.js";
-import { ENTRY_STATES, type EntryState } from "../status/health.js";
-import type { AdminStatus, EntryProblemView, EntryView, RunView } from "./status.js";
+import { ENTRY_STATES, type EntryRun, type EntryState } from "../status/health.js";
+import { pageOf, type EntryProblem, type EntryStatus, type SchedulerStatus } from "../status/model.js";
 
 const HTML_ESCAPES: Readonly<Record<string, string>> = { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" };
 
@@ -16,20 +16,21 @@ export function escapeHtml(value: unknown): string {
 }
 
 /** "in 4m", "3h ago": the page is read at a glance; the exact instant is in the title attribute. */
-function relative(targetIso: string, nowIso: string): string {
-  const deltaS = Math.round((Date.parse(targetIso) - Date.parse(nowIso)) / 1000);
+function relative(target: Date, now: Date): string {
+  const deltaS = Math.round((target.getTime() - now.getTime()) / 1000);
   const size = Math.abs(deltaS);
   const amount =
     size < 60 ? `${size}s` : size < 3_600 ? `${Math.round(size / 60)}m` : size < 172_800 ? `${Math.round(size / 3_600)}h` : `${Math.round(size / 86_400)}d`;
   return deltaS >= 0 ? `in ${amount}` : `${amount} ago`;
 }
 
-function instant(value: string | null, nowIso: string): string {
+function instant(value: Date | null, now: Date): string {
   if (value === null) return `<span class="muted">never</span>`;
-  return `<time datetime="${escapeHtml(value)}" title="${escapeHtml(value)}">${escapeHtml(relative(value, nowIso))}</time>`;
+  const iso = value.toISOString();
+  return `<time datetime="${iso}" title="${iso}">${escapeHtml(relative(value, now))}</time>`;
 }
 
-function problemList(problems: readonly EntryProblemView[]): string {
+function problemList(problems: readonly EntryProblem[]): string {
   return `<ul class="problems">${problems
     .map((problem) => `<li class="${problem.severity}"><code>${escapeHtml(problem.code)}</code> ${escapeHtml(redact(problem.message))}</li>`)
     .join("")}</ul>`;
@@ -37,10 +38,11 @@ function problemList(problems: readonly EntryProblemView[]): string {
 
 const CHORE_BADGE = `<span class="badge chore" title="cronledger's own chore, fired once per slot by whichever replica runs start()">chore</span>`;
 
-/** What the page shows besides the status and the failures: entry runs, retrying jobs, the view it is on and what an action just did. */
+/**
+ * What the page shows besides the status and the failures: retrying jobs, the view it is on and what
+ * an action just did. The entries' strips are their `recentRuns` (`status({ runs })`).
+ */
 export interface SchedulePageExtras {
-  /** Recent runs of the entries on this page, by ledger key, newest first. */
-  readonly runs?: ReadonlyMap<string, readonly RunView[]>;
   /** Jobs waiting for a retry (each with a Cancel button). */
   readonly retrying?: readonly RetryingJob[];
   /** Only entries in this state. */
@@ -73,7 +75,7 @@ function stateBadge(state: EntryState): string {
   return `<span class="badge state-${state}">${escapeHtml(STATE_LABELS[state])}</span>`;
 }
 
-const RUN_LABELS: Readonly<Record<RunView["kind"], string>> = {
+const RUN_LABELS: Readonly<Record<EntryRun["kind"], string>> = {
   succeeded: "succeeded",
   skipped: "skipped",
   failed: "failed",
@@ -84,43 +86,43 @@ const RUN_LABELS: Readonly<Record<RunView["kind"], string>> = {
 };
 
 /** One run as a cell of the strip; its times and outcome are in its title (shown on hover). */
-function runCell(run: RunView): string {
+function runCell(run: EntryRun): string {
   const lines = [
-    `job #${run.id}: ${run.kind === "skipped" ? `ended as ${run.outcome ?? "skip"}` : RUN_LABELS[run.kind]}${run.late ? ", started late" : ""}`,
-    `slot ${run.scheduled_for}`,
-    ...(run.started_at ? [`started ${run.started_at}`] : []),
-    ...(run.finished_at ? [`finished ${run.finished_at}`] : run.kind === "retrying" ? [`next attempt ${run.run_at}`] : []),
-    `attempts ${run.attempts}/${run.max_attempts}`,
+    `job #${run.jobId}: ${run.kind === "skipped" ? `ended as ${run.outcome ?? "skip"}` : RUN_LABELS[run.kind]}${run.late ? ", started late" : ""}`,
+    `slot ${run.scheduledFor.toISOString()}`,
+    ...(run.startedAt ? [`started ${run.startedAt.toISOString()}`] : []),
+    ...(run.finishedAt ? [`finished ${run.finishedAt.toISOString()}`] : run.kind === "retrying" ? [`next attempt ${run.runAt.toISOString()}`] : []),
+    `attempts ${run.attempts}/${run.maxAttempts}`,
     ...(run.error ? [redact(run.error)] : []),
   ];
   const classes = ["run", `run-${run.kind}`, run.late ? "late" : "", run.retried ? "retried" : ""].filter(Boolean).join(" ");
-  return `<span class="${classes}" data-job="${run.id}" title="${escapeHtml(lines.join("\n"))}"></span>`;
+  return `<span class="${classes}" data-job="${run.jobId}" title="${escapeHtml(lines.join("\n"))}"></span>`;
 }
 
 /** The entry's recent runs, oldest on the left, so time runs left to right like the slots. */
-function strip(runs: readonly RunView[] | undefined): string {
-  if (runs === undefined || runs.length === 0) return `<span class="strip empty muted">no runs yet</span>`;
+function strip(runs: readonly EntryRun[] | null): string {
+  if (runs === null || runs.length === 0) return `<span class="strip empty muted">no runs yet</span>`;
   const counts = new Map<string, number>();
   for (const run of runs) counts.set(run.kind, (counts.get(run.kind) ?? 0) + 1);
-  const label = `last ${runs.length} runs: ${[...counts].map(([kind, count]) => `${count} ${RUN_LABELS[kind as RunView["kind"]]}`).join(", ")}`;
+  const label = `last ${runs.length} runs: ${[...counts].map(([kind, count]) => `${count} ${RUN_LABELS[kind as EntryRun["kind"]]}`).join(", ")}`;
   return `<span class="strip" role="img" aria-label="${escapeHtml(label)}">${[...runs].reverse().map(runCell).join("")}</span>`;
 }
 
-function lastSlot(entry: EntryView, nowIso: string): string {
-  if (entry.last_enqueued_slot !== null) return instant(entry.last_enqueued_slot, nowIso);
-  if (entry.created_at !== null) return `<span class="muted">never fired</span> · created ${instant(entry.created_at, nowIso)}`;
+function lastSlot(entry: EntryStatus, now: Date): string {
+  if (entry.lastEnqueuedSlot !== null) return instant(entry.lastEnqueuedSlot, now);
+  if (entry.createdAt !== null) return `<span class="muted">never fired</span> · created ${instant(entry.createdAt, now)}`;
   return `<span class="muted">not seen by a scheduler yet</span>`;
 }
 
-function entryRow(entry: EntryView, runs: readonly RunView[] | undefined, nowIso: string): string {
+function entryRow(entry: EntryStatus, now: Date): string {
   const classes = [entry.problems.length > 0 ? "broken" : "", entry.chore ? "chore" : "", `state-${entry.state}`].filter(Boolean).join(" ");
   return `<tr class="${classes}" data-identity="${escapeHtml(entry.identity)}" data-state="${entry.state}">
-  <td data-label="Job"><strong>${escapeHtml(entry.job)}</strong>${entry.chore ? ` ${CHORE_BADGE}` : ""}<div class="identity">${escapeHtml(entry.identity)}</div></td>
+  <td data-label="Job"><strong>${escapeHtml(entry.jobName)}</strong>${entry.chore ? ` ${CHORE_BADGE}` : ""}<div class="identity">${escapeHtml(entry.identity)}</div></td>
   <td data-label="Schedule"><code>${escapeHtml(entry.cron)}</code> <span class="muted">${escapeHtml(entry.timezone)}</span></td>
   <td data-label="State">${stateBadge(entry.state)}<div class="reason">${escapeHtml(redact(entry.reason))}</div></td>
-  <td data-label="Recent runs">${strip(runs)}</td>
-  <td data-label="Last slot">${lastSlot(entry, nowIso)}</td>
-  <td data-label="Next run">${instant(entry.next_run_at, nowIso)}</td>
+  <td data-label="Recent runs">${strip(entry.recentRuns)}</td>
+  <td data-label="Last slot">${lastSlot(entry, now)}</td>
+  <td data-label="Next run">${instant(entry.nextRunAt, now)}</td>
 </tr>`;
 }
 
@@ -132,7 +134,7 @@ function pageLink(state: EntryState | null, page: number, text: string): string 
   return `<a href="scheduler${query === "" ? "" : `?${query}`}">${text}</a>`;
 }
 
-function stateSummary(status: AdminStatus, current: EntryState | null): string {
+function stateSummary(status: SchedulerStatus, current: EntryState | null): string {
   const counts = new Map<EntryState, number>();
   for (const entry of status.entries) counts.set(entry.state, (counts.get(entry.state) ?? 0) + 1);
   const parts = ENTRY_STATES.filter((state) => (counts.get(state) ?? 0) > 0).map((state) => {
@@ -144,14 +146,12 @@ function stateSummary(status: AdminStatus, current: EntryState | null): string {
   return `<nav class="states" aria-label="entries by state">${[all, ...parts, ...invalid].join(" ")}</nav>`;
 }
 
-function entriesSection(status: AdminStatus, extras: SchedulePageExtras): string {
+function entriesSection(status: SchedulerStatus, extras: SchedulePageExtras): string {
   const state = extras.state ?? null;
   const shown = state === null ? status.entries : status.entries.filter((entry) => entry.state === state);
   if (status.entries.length === 0) return `<p class="muted">No schedule entries are loaded in this process.</p>`;
-  const pages = Math.max(1, Math.ceil(shown.length / PAGE_ENTRIES));
-  const page = Math.min(Math.max(1, extras.page ?? 1), pages);
-  const slice = shown.slice((page - 1) * PAGE_ENTRIES, page * PAGE_ENTRIES);
-  const rows = slice.map((entry) => entryRow(entry, extras.runs?.get(entry.key), status.database_now)).join("\n");
+  const { items, page, pages } = pageOf(shown, extras.page ?? 1, PAGE_ENTRIES);
+  const rows = items.map((entry) => entryRow(entry, status.databaseNow)).join("\n");
   const pager =
     pages === 1
       ? ""
@@ -167,23 +167,23 @@ ${rows}
 ${pager}`;
 }
 
-function brokenSection(status: AdminStatus): string {
+function brokenSection(status: SchedulerStatus): string {
   if (status.broken.length === 0) return `<p class="muted">Nothing is broken.</p>`;
   return status.broken
     .map((broken) => {
-      const where = broken.invalid_index === null ? "" : ` <span class="badge state-invalid">invalid: schedule[${broken.invalid_index}], not running</span>`;
-      return `<div class="card broken-entry${broken.invalid_index === null ? "" : " invalid"}" data-identity="${escapeHtml(broken.identity ?? "")}">
-  <strong>${escapeHtml(broken.job ?? "(unknown job)")}</strong>${where} <span class="identity">${escapeHtml(broken.identity ?? "")}</span>
+      const where = broken.invalidIndex === null ? "" : ` <span class="badge state-invalid">invalid: schedule[${broken.invalidIndex}], not running</span>`;
+      return `<div class="card broken-entry${broken.invalidIndex === null ? "" : " invalid"}" data-identity="${escapeHtml(broken.identity ?? "")}">
+  <strong>${escapeHtml(broken.jobName ?? "(unknown job)")}</strong>${where} <span class="identity">${escapeHtml(broken.identity ?? "")}</span>
   ${problemList(broken.problems)}
 </div>`;
     })
     .join("\n");
 }
 
-function waitingSection(status: AdminStatus): string {
-  if (status.waiting_for_worker.length === 0) return "";
-  const rows = status.waiting_for_worker
-    .map((row) => `<tr><td>${escapeHtml(row.job)}</td><td class="num">${escapeHtml(row.count)}</td><td>${instant(row.oldest_since, status.database_now)}</td></tr>`)
+function waitingSection(status: SchedulerStatus): string {
+  if (status.waitingForWorker.length === 0) return "";
+  const rows = status.waitingForWorker
+    .map((row) => `<tr><td>${escapeHtml(row.jobName)}</td><td class="num">${escapeHtml(row.count)}</td><td>${instant(row.oldestSince, status.databaseNow)}</td></tr>`)
     .join("\n");
   return `<h2 id="waiting">Waiting for a worker</h2>
 <p class="muted">Ready jobs that no running worker can run: none that serves their queue has registered their name (a rolling deploy's new jobs, until its workers are up).</p>
@@ -192,7 +192,7 @@ ${rows}
 </tbody></table>`;
 }
 
-function queuesSection(status: AdminStatus): string {
+function queuesSection(status: SchedulerStatus): string {
   const queues = Object.entries(status.queues);
   const columns = Object.keys(status.totals);
   const row = (name: string, counts: Readonly<Record<string, number>>) =>
@@ -203,12 +203,12 @@ ${row("all queues", status.totals)}
 </tbody></table></div>`;
 }
 
-function retryingSection(retrying: readonly RetryingJob[] | undefined, nowIso: string): string {
+function retryingSection(retrying: readonly RetryingJob[] | undefined, now: Date): string {
   if (retrying === undefined || retrying.length === 0) return `<p class="muted">No job is waiting for a retry.</p>`;
   return retrying
     .map(
       (job) => `<div class="card retrying" id="retrying-${job.id}">
-  <div><strong>${escapeHtml(job.jobType)}</strong> #${job.id} · attempt ${job.attempts}/${job.maxAttempts} failed · next attempt ${instant(job.nextAttemptAt.toISOString(), nowIso)}
+  <div><strong>${escapeHtml(job.jobType)}</strong> #${job.id} · attempt ${job.attempts}/${job.maxAttempts} failed · next attempt ${instant(job.nextAttemptAt, now)}
     ${job.scheduledFor ? ` · slot ${escapeHtml(job.scheduledFor.toISOString())}` : ""}${job.retryOverride ? ` · retry policy <code>${escapeHtml(job.retryOverride)}</code> (given at enqueue)` : ""}</div>
   <pre>${escapeHtml(redact(job.lastError ?? "(no error recorded)"))}</pre>
   <form method="post" action="scheduler/jobs/${job.id}/cancel"><button type="submit" class="danger">Cancel this job</button></form>
@@ -217,7 +217,7 @@ function retryingSection(retrying: readonly RetryingJob[] | undefined, nowIso: s
     .join("\n");
 }
 
-function failuresSection(failures: readonly FailureTicket[], nowIso: string): string {
+function failuresSection(failures: readonly FailureTicket[], now: Date): string {
   if (failures.length === 0) return `<p class="muted">No failed jobs.</p>`;
   return failures
     .map((failure) => {
@@ -226,7 +226,7 @@ function failuresSection(failures: readonly FailureTicket[], nowIso: string): st
           ? `<form method="post" action="scheduler/jobs/${failure.id}/retry"><button type="submit">Retry as a new job</button></form>`
           : `<p class="retried">Retried as job #${failure.retriedAs.id} (${escapeHtml(failure.retriedAs.status)}).</p>`;
       return `<div class="card failure${failure.retriedAs === null ? "" : " was-retried"}" id="failure-${failure.id}">
-  <div><strong>${escapeHtml(failure.jobType)}</strong> #${failure.id} · failed ${instant(failure.failedAt.toISOString(), nowIso)}
+  <div><strong>${escapeHtml(failure.jobType)}</strong> #${failure.id} · failed ${instant(failure.failedAt, now)}
     · ${failure.attempts}/${failure.maxAttempts} attempts${failure.retryOverride ? ` (retry policy <code>${escapeHtml(failure.retryOverride)}</code>, given at enqueue)` : ""}${failure.scheduledFor ? ` · slot ${escapeHtml(failure.scheduledFor.toISOString())}` : ""}
     ${failure.idempotency ? ` · key <code>${escapeHtml(failure.idempotency)}</code>` : ""}</div>
   <pre>${escapeHtml(redact(failure.lastError ?? "(no error recorded)"))}</pre>
@@ -326,7 +326,7 @@ export const PAGE_SCRIPT_HASH = `'sha256-${createHash("sha256").update(SCRIPT, "
  * the handler's basePath, a mount prefix the framework stripped before the handler saw the request,
  * or a reverse proxy's. A URL built from basePath would be wrong in the last two cases.
  */
-export function renderSchedulePage(status: AdminStatus, failures: readonly FailureTicket[], extras: SchedulePageExtras = {}): string {
+export function renderSchedulePage(status: SchedulerStatus, failures: readonly FailureTicket[], extras: SchedulePageExtras = {}): string {
   const chores = status.entries.filter((entry) => entry.chore).length;
   const entries = status.entries.length - chores;
   const refresh = extras.refreshSeconds ?? PAGE_REFRESH_SECONDS;
@@ -343,7 +343,7 @@ export function renderSchedulePage(status: AdminStatus, failures: readonly Failu
 <h1>Schedule</h1>
 ${extras.notice ? `<p class="notice" role="status">${escapeHtml(extras.notice)}</p>` : ""}
 <main>
-<p class="muted">Namespace <code>${escapeHtml(status.namespace)}</code> · database clock <time datetime="${escapeHtml(status.database_now)}">${escapeHtml(status.database_now)}</time>
+<p class="muted">Namespace <code>${escapeHtml(status.namespace)}</code> · database clock <time datetime="${status.databaseNow.toISOString()}">${status.databaseNow.toISOString()}</time>
 · ${entries} entr${entries === 1 ? "y" : "ies"}${chores > 0 ? ` + ${chores} chore${chores === 1 ? "" : "s"}` : ""} · ${status.broken.length} broken
 · JSON: <a href="scheduler/status">status</a>, <a href="scheduler/failures">failures</a>${refresh > 0 ? ` · <span id="refresh-status">refreshes every ${refresh}s</span>` : ""}</p>
 <h2>Entries</h2>
@@ -353,10 +353,10 @@ ${brokenSection(status)}
 <h2>Queues</h2>
 ${queuesSection(status)}
 <h2 id="retrying">Waiting for a retry</h2>
-${retryingSection(extras.retrying, status.database_now)}
+${retryingSection(extras.retrying, status.databaseNow)}
 ${waitingSection(status)}
 <h2 id="failures">Recent failures</h2>
-${failuresSection(failures, status.database_now)}
+${failuresSection(failures, status.databaseNow)}
 </main>
 <script>${SCRIPT}</script>
 </body>

@@ -1,10 +1,9 @@
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { ConfigError } from "../errors.js";
-import { createAdminHandler, normalizeBasePath, type AdminHandler, type AdminHandlerOptions } from "./handler.js";
+import { createAdminHandler, normalizeBasePath, type AdminHandler, type AdminHandlerOptions, type AdminLedger } from "./handler.js";
 import { logFailure } from "../db/log-failure.js";
 import { toNodeListener } from "./node-listener.js";
-import type { AdminLedger } from "./status.js";
 
 export interface AdminServerOptions extends AdminHandlerOptions {
   /** 0 picks a free port (see the returned url). */

@@ -17,13 +17,14 @@ import { attemptStatus, CompletionBatcher, count, emptySummary, type Completion,
 import { describeIssues, type JobDefinition } from "./define-job.js";
 import { Heartbeats } from "./heartbeats.js";
 import type { WorkerRegistration } from "../db/sql/workers.js";
-import type { JobQueue } from "./queue.js";
 import { retryDelayMs } from "./retry.js";
 import { effectiveRetryPolicy, readStoredRetryPolicy } from "./retry-override.js";
 import { RetryWakes } from "./retry-wakes.js";
 import type { ResolvedWorkOptions } from "./work-options.js";
+import type { WorkerDependencies } from "./worker-deps.js";
 
 export type { WorkSummary } from "./completion.js";
+export type { WorkerDependencies } from "./worker-deps.js";
 
 /** What a worker is given: its resolved options, the queues it serves and its lease. */
 export interface WorkerSettings extends Omit<ResolvedWorkOptions, "queues" | "leaseMs"> {
@@ -70,7 +71,8 @@ export function newWorkerId(): string {
  * their ends in batches. The parts: claim sizing (src/jobs/claim-size.ts),
  * one run of a handler (src/jobs/attempt.ts), completion batching
  * (src/jobs/completion.ts), heartbeats (src/jobs/heartbeats.ts); the SQL is
- * in src/db/sql/jobs.ts, reached through the JobQueue; retries coming due
+ * in src/db/sql/jobs.ts, reached through the WorkerStore it is given
+ * (src/jobs/worker-deps.ts); retries coming due
  * wake it through src/jobs/retry-wakes.ts. This class is the
  * loop that ties them together: `pump()` starts what can run and claims
  * when the buffer runs low; wake-ups come from NOTIFY, the poll, finished
@@ -81,7 +83,7 @@ export class Worker {
   readonly queues: readonly string[];
   readonly concurrency: number;
   private readonly settings: WorkerSettings;
-  private readonly queue: JobQueue;
+  private readonly deps: WorkerDependencies;
   private readonly log: Logger;
   private readonly random: () => number;
   private readonly batcher: CompletionBatcher;
@@ -118,15 +120,15 @@ export class Worker {
   private readonly hurried = deferred();
   private stopPromise: Promise<WorkSummary> | undefined;
 
-  constructor(queue: JobQueue, settings: WorkerSettings) {
+  constructor(deps: WorkerDependencies, settings: WorkerSettings) {
     if (settings.queues.length === 0) throw new InvalidArgumentError("work() needs at least one queue.");
-    this.queue = queue;
+    this.deps = deps;
     this.settings = settings;
     this.id = newWorkerId();
     this.queues = [...new Set(settings.queues)];
     this.concurrency = settings.concurrency;
     const choreNames = new Set(settings.chores?.jobNames ?? []);
-    this.jobNames = [...queue.jobs.keys()].filter((name) => !choreNames.has(name));
+    this.jobNames = [...deps.jobs.keys()].filter((name) => !choreNames.has(name));
     this.registration = {
       id: this.id,
       namespace: settings.namespace,
@@ -135,19 +137,19 @@ export class Worker {
       leaseMs: settings.leaseMs,
     };
     this.random = settings.random ?? Math.random;
-    this.log = childLogger(queue.logger, { worker: this.id });
+    this.log = childLogger(deps.logger, { worker: this.id });
     this.batcher = new CompletionBatcher({
-      write: (rows) => this.queue.complete(this.id, rows, this.settings.clock?.()),
+      write: (rows) => deps.store.complete(this.id, rows, this.settings.clock?.()),
       flushed: () => this.pump(),
-      health: this.queue.health,
+      health: deps.health,
       logger: this.log,
     });
     this.heartbeats = new Heartbeats(
       {
         held: () => [...this.active.keys(), ...this.buffer.map((job) => job.id)],
-        beat: (ids) => this.queue.heartbeat(this.registration, ids),
+        beat: (ids) => deps.store.heartbeat(this.registration, ids),
         lost: (ids) => this.lost(ids),
-        health: this.queue.health,
+        health: deps.health,
         logger: this.log,
       },
       settings.leaseMs,
@@ -160,7 +162,7 @@ export class Worker {
     this.started = true;
     if (!this.settings.once) {
       try {
-        this.unlisten = await this.queue.listen((queue) => {
+        this.unlisten = await this.deps.store.listen((queue) => {
           if (queue === this.settings.chores?.queue) this.choresWanted = true;
           if (this.queues.includes(queue)) this.wake();
         });
@@ -257,8 +259,8 @@ export class Worker {
     this.rate = this.durations.sustainableRate(this.concurrency);
     const signalsBefore = this.signals;
     const { chores } = this.settings;
-    const sent = this.queue.health.sent();
-    const pending = this.queue.claim({
+    const sent = this.deps.health.sent();
+    const pending = this.deps.store.claim({
       workerId: this.id,
       queues: this.queues,
       jobNames: this.jobNames,
@@ -274,7 +276,7 @@ export class Worker {
       if (answer === "late") {
         // Stop waiting, so the next claim can go out; whatever this one claimed still runs when it answers.
         // During a known outage that is expected (the outage is logged once, src/db/health.ts): debug only.
-        const level = this.queue.health.down ? "debug" : "warn";
+        const level = this.deps.health.down ? "debug" : "warn";
         this.log[level]("a claim has not answered; claiming again without waiting for it", { claimTimeoutMs: this.settings.claimTimeoutMs });
         pending.then(
           (answered) => {
@@ -329,7 +331,7 @@ export class Worker {
   }
 
   private startJob(job: ClaimedJob): void {
-    const definition = this.queue.jobs.get(job.jobName);
+    const definition = this.deps.jobs.get(job.jobName);
     const started = performance.now();
     const attempt = new Attempt(
       {
@@ -340,7 +342,7 @@ export class Worker {
         scheduledFor: job.scheduledForMs === null ? null : new Date(job.scheduledForMs),
         scheduleKey: job.scheduleKey,
       },
-      this.queue,
+      this.deps.attempts,
     );
     const settled = this.execute(job, definition, attempt).then(
       (completion) => this.settle(job, definition, completion, started),
@@ -350,7 +352,7 @@ export class Worker {
   }
 
   private async execute(job: ClaimedJob, definition: JobDefinition | undefined, attempt: Attempt): Promise<Completion> {
-    this.queue.events.jobStarted({ jobId: job.id, jobName: job.jobName, attempt: job.attempts });
+    this.deps.events.jobStarted({ jobId: job.id, jobName: job.jobName, attempt: job.attempts });
     if (definition === undefined) return this.failure(job, undefined, new JobNotRegisteredError(job.jobName));
     const parsed = definition.payload.safeParse(JSON.parse(job.payload));
     if (!parsed.success) return this.failure(job, definition, new InvalidStoredJobError(job.jobName, job.id, describeIssues(parsed.error)));
@@ -403,14 +405,14 @@ export class Worker {
     const attemptFields = { job: job.jobName, jobId: job.id, attempt: job.attempts, maxAttempts: job.maxAttempts };
     if (completion.kind === "retry") {
       const nextRunAt = new Date((this.settings.clock?.() ?? new Date()).getTime() + completion.delayMs);
-      this.queue.events.jobFinished({ ...base, error: completion.error, nextRunAt });
+      this.deps.events.jobFinished({ ...base, error: completion.error, nextRunAt });
       this.log.warn("job attempt failed; retrying", { ...attemptFields, nextRunAt: nextRunAt.toISOString(), error: completion.error });
       if (!this.settings.once) this.retryWakes.add(completion.delayMs);
     } else if (completion.kind === "failed") {
-      this.queue.events.jobFinished({ ...base, error: completion.error });
+      this.deps.events.jobFinished({ ...base, error: completion.error });
       this.log.error("job failed terminally", { ...attemptFields, registered: definition !== undefined, error: completion.error });
     } else {
-      this.queue.events.jobFinished(base);
+      this.deps.events.jobFinished(base);
     }
     this.durations.add(durationSeconds * 1000);
     // A drain also picks up what its own jobs enqueued.
@@ -473,7 +475,7 @@ export class Worker {
 
   /** Takes this worker out of the registry; if that fails, its row ages out (the prune chore removes it). */
   private async unregister(): Promise<void> {
-    await this.queue.unregister(this.id).catch((error: unknown) => this.log.debug("could not remove the worker from the registry", { error: redactError(error) }));
+    await this.deps.store.unregister(this.id).catch((error: unknown) => this.log.debug("could not remove the worker from the registry", { error: redactError(error) }));
   }
 
   private stopTimers(): void {

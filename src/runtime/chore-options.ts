@@ -1,6 +1,6 @@
 import { z } from "zod";
 import type { Duration } from "../duration.js";
-import type { ResolvedRetention, RetentionOptions } from "../jobs/retention.js";
+import type { ResolvedRetention, RetentionOptions } from "../operators/operations.js";
 import { duration, positiveInteger, type Check, type OptionShape, type Takes } from "../option-schema.js";
 
 /** The `chores` option: what users write, its defaults beside its schema, and what it resolves to. */

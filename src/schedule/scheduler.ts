@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import type { Database } from "../db/connection.js";
 import type { Executor } from "../db/executor.js";
-import { databaseNowMs, ledgerRows, pruneLedgerRows, type LedgerRow } from "../db/sql/ledger.js";
+import { ledgerSnapshot, pruneLedgerRows, type LedgerRow } from "../db/sql/ledger.js";
 import { reportSchedule, type ScheduleReport } from "../db/sql/workers.js";
 import type { ScheduleProblem } from "../errors.js";
 import type { CronledgerEvents, TickReport } from "../events.js";
@@ -183,9 +183,9 @@ export class Scheduler {
     return { namespace: this.namespace, digest, ledgerKeys };
   }
 
-  /** The database clock and this namespace's ledger rows, by key. */
+  /** The database clock and this namespace's ledger rows, by key: one statement. */
   async ledger(): Promise<{ nowMs: number; rows: ReadonlyMap<string, LedgerRow> }> {
-    const [nowMs, rows] = await Promise.all([databaseNowMs(this.database.db), ledgerRows(this.database.db, this.namespace)]);
+    const { nowMs, rows } = await ledgerSnapshot(this.database.db, this.namespace);
     return { nowMs, rows: new Map(rows.map((row) => [row.key, row])) };
   }
 }

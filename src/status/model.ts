@@ -1,22 +1,23 @@
 import type { LedgerRow } from "../db/sql/ledger.js";
 import type { ScheduleProblem } from "../errors.js";
+import type { WaitingForWorker } from "../operators/operations.js";
 import { redact } from "../redact.js";
-import type { JobQueue } from "../jobs/queue.js";
-import type { Scheduler } from "../schedule/scheduler.js";
+import type { InvalidScheduleEntry, Scheduler } from "../schedule/scheduler.js";
 import type { ResolvedEntry } from "../schedule/validate.js";
 import { JOB_STATUSES, type JobStatus } from "../schema.js";
 import { entryHealth, slotToleranceMs, type EntryRun, type EntryState } from "./health.js";
 import type { EntryProblemTracker } from "./problems.js";
-import { loadEntryRuns } from "./runs.js";
+import { groupRuns, readRunRows, type RunReader } from "./runs.js";
 
 export type { EntryRun, EntryState, RunKind } from "./health.js";
 
 /**
- * The status of a ledger, built once per request from the scheduler's
- * entries and ledger rows, the queue's counts and the problems recent ticks
- * saw. Every view is a thin rendering of it: `ledger.status()` returns it,
- * the admin JSON (src/admin/status.ts) and the Schedule page
- * (src/admin/page.ts) show it in snake_case, `cronledger status` as text.
+ * The status of a ledger: the one model of it, built once per request from
+ * the scheduler's entries and one read of the ledger (its rows and the
+ * database clock), the job counts, each entry's newest runs and the
+ * problems recent ticks saw. `ledger.status()` returns it; the Schedule page
+ * (src/admin/page.ts) and `cronledger status` render it; the JSON of the
+ * HTTP API and of the CLI's `--json` is its wire form (src/wire/).
  */
 
 export interface EntryProblem {
@@ -37,14 +38,6 @@ export interface EntryQuarantine {
   readonly count: number;
   /** When this run of failures began. */
   readonly since: Date | null;
-}
-
-/** Ready jobs of one name that no live worker can run: none serving their queue has registered their name. */
-export interface WaitingForWorkerStatus {
-  readonly jobName: string;
-  readonly count: number;
-  /** When the oldest of them became ready. */
-  readonly oldestSince: Date;
 }
 
 export interface EntryStatus {
@@ -68,6 +61,11 @@ export interface EntryStatus {
   /** Null unless the entry's ledger row is quarantined (its statement failed; shown by every replica's admin). */
   readonly quarantine: EntryQuarantine | null;
   readonly problems: readonly EntryProblem[];
+  /**
+   * Its most recent runs, newest first, when the status was asked for them
+   * (`status({ runs })`: the Schedule page's strips); null otherwise.
+   */
+  readonly recentRuns: readonly EntryRun[] | null;
 }
 
 /** An entry with problems: a loaded one, an invalid one that does not run, or a load-time warning without an identity. */
@@ -97,42 +95,83 @@ export interface SchedulerStatus {
    * Ready jobs waiting for a worker that knows them, by job name: a rolling
    * deploy's new jobs until its workers are up, or jobs no deployed code has.
    */
-  readonly waitingForWorker: readonly WaitingForWorkerStatus[];
+  readonly waitingForWorker: readonly WaitingForWorker[];
+}
+
+/** What the status reads besides the ledger: job counts, jobs waiting for a worker, and entries' runs. */
+export interface StatusReads extends RunReader {
+  /** Job counts by queue, then status. */
+  counts(): Promise<Record<string, Record<string, number>>>;
+  waitingForWorker(): Promise<readonly WaitingForWorker[]>;
 }
 
 export interface StatusSources {
   readonly scheduler: Scheduler;
-  readonly queue: JobQueue;
+  readonly reads: StatusReads;
   readonly problems: EntryProblemTracker;
   /** List the chores (unless the ledger has `chores: false`). */
   readonly chores: boolean;
-  /** Judge the entries at this instant instead of the database clock (tests, like `tick({ now })`). */
-  readonly now?: Date | undefined;
 }
 
-export async function buildStatus(sources: StatusSources): Promise<SchedulerStatus> {
-  const { scheduler } = sources;
-  const listedEntries = [...scheduler.entries, ...(sources.chores ? scheduler.choreEntries : [])];
-  const ledgerRead = scheduler.ledger().then((read) => (sources.now === undefined ? read : { ...read, nowMs: sources.now.getTime() }));
-  const [ledger, queues, latest, waiting] = await Promise.all([
-    ledgerRead,
-    sources.queue.counts(),
-    // The newest run of every entry (one row each): what its health is decided on.
-    loadEntryRuns(sources.queue, listedEntries, 1, ledgerRead.then((read) => read.nowMs)),
-    // Job names whose ready jobs no live worker knows (the registry of workers, src/db/sql/workers.ts).
-    sources.queue.waitingForWorker(),
-  ]);
-  const unknownToWorkers = new Set(waiting.map((row) => row.jobName));
-  // Per identity: load-time warnings, then what recent ticks saw.
-  const loadProblems = new Map<string, EntryProblem[]>();
-  const tickProblems = new Map<string, EntryProblem[]>();
-  const add = (into: Map<string, EntryProblem[]>, identity: string, problem: EntryProblem) => into.set(identity, [...(into.get(identity) ?? []), problem]);
+/** The recent runs of one page of entries (the Schedule page's strips): `limit` runs each of page `page` of `perPage` entries in `state`. */
+export interface StatusRunsRequest {
+  readonly limit: number;
+  /** Only entries in this state count for the pages; null or unset: every entry. */
+  readonly state?: EntryState | null | undefined;
+  /** 1-based; a page past the last is the last. */
+  readonly page: number;
+  readonly perPage: number;
+}
+
+export interface StatusOptions {
+  /** Judge the entries at this instant instead of the database clock (tests, like `tick({ now })`). */
+  readonly now?: Date | undefined;
+  /** Load the recent runs of one page of entries too (`EntryStatus.recentRuns`). */
+  readonly runs?: StatusRunsRequest | undefined;
+}
+
+/** Page `page` (1-based, kept within 1 and the last page) of `perPage` items, and how many pages there are. */
+export function pageOf<T>(items: readonly T[], page: number, perPage: number): { items: T[]; page: number; pages: number } {
+  const pages = Math.max(1, Math.ceil(items.length / perPage));
+  const current = Math.min(Math.max(1, Math.floor(page)), pages);
+  return { items: items.slice((current - 1) * perPage, current * perPage), page: current, pages };
+}
+
+/**
+ * The status model in a constant number of statements, whatever the number
+ * of entries: the ledger with the database clock (one), the counts, the jobs
+ * waiting for a worker, and the entries' runs (one, or two sent together
+ * when a page's strips are asked for; a page filtered by state reads its
+ * strips after the states are known, one more).
+ */
+export async function buildStatus(sources: StatusSources, options: StatusOptions = {}): Promise<SchedulerStatus> {
+  const { scheduler, reads } = sources;
   // The chores are listed unless `chores: false`, also in a process that never calls start():
   // like the app's entries, they are slots of the shared ledger that whichever replica runs
   // start() fires, and the process serving the admin page or `cronledger status` is often not
   // one of them. Hiding them there would hide whether the reaper fires at all; shown, a reap
   // entry whose last slot lags tells the operator that no replica runs the chores.
   const listed = [...scheduler.entries.map((entry) => ({ entry, chore: false })), ...(sources.chores ? scheduler.choreEntries.map((entry) => ({ entry, chore: true })) : [])];
+  const listedEntries = listed.map(({ entry }) => entry);
+  const request = options.runs;
+  // Unfiltered, the page of entries is known before anything is read: its strips come with everyone's newest run.
+  const early = request !== undefined && (request.state ?? null) === null ? pageOf(listedEntries, request.page, request.perPage).items : null;
+  const strips = request !== undefined && early !== null ? { keys: new Set(early.map((entry) => entry.ledgerKey)), limit: request.limit } : undefined;
+  const [ledger, queues, runRows, waiting] = await Promise.all([
+    scheduler.ledger(),
+    reads.counts(),
+    // The newest run of every entry (what its health is decided on), and the page's strips.
+    readRunRows(reads, listedEntries.map((entry) => entry.ledgerKey), strips),
+    // Job names whose ready jobs no live worker knows (the registry of workers, src/db/sql/workers.ts).
+    reads.waitingForWorker(),
+  ]);
+  const nowMs = options.now?.getTime() ?? ledger.nowMs;
+  const runs = groupRuns(runRows, listedEntries, nowMs);
+  const unknownToWorkers = new Set(waiting.map((row) => row.jobName));
+  // Per identity: load-time warnings, then what recent ticks saw.
+  const loadProblems = new Map<string, EntryProblem[]>();
+  const tickProblems = new Map<string, EntryProblem[]>();
+  const add = (into: Map<string, EntryProblem[]>, identity: string, problem: EntryProblem) => into.set(identity, [...(into.get(identity) ?? []), problem]);
   const known = new Set(listed.map(({ entry }) => entry.identity));
   const unattached: BrokenEntry[] = [];
   for (const warning of scheduler.warnings) {
@@ -143,27 +182,24 @@ export async function buildStatus(sources: StatusSources): Promise<SchedulerStat
   for (const recent of sources.problems.recent()) {
     if (known.has(recent.identity)) add(tickProblems, recent.identity, { code: recent.code, severity: recent.severity, message: recent.message, at: recent.at });
   }
-  const invalid: BrokenEntry[] = scheduler.invalid.map((entry) => ({
-    identity: entry.identity,
-    jobName: entry.jobName,
-    invalidIndex: entry.index,
-    problems: entry.problems.map((problem) => ({ code: problem.code, severity: problem.severity, message: problem.message, at: null })),
-  }));
+  const invalid = scheduler.invalid.map(invalidEntry);
+  const stripKeys = strips?.keys;
 
   const view = (entry: ResolvedEntry, chore: boolean): EntryStatus => {
     const row = ledger.rows.get(entry.ledgerKey);
     const slotMs = row?.slot_ms;
     const quarantine = quarantineOf(row);
-    const next = entry.calendar.nextMs(Math.max(slotMs ?? 0, ledger.nowMs));
-    const latestRun = latest.get(entry.ledgerKey)?.[0] ?? null;
+    const next = entry.calendar.nextMs(Math.max(slotMs ?? 0, nowMs));
+    const entryRuns = runs.get(entry.ledgerKey) ?? [];
+    const latestRun = entryRuns[0] ?? null;
     const health = entryHealth({
-      nowMs: ledger.nowMs,
+      nowMs,
       ledger: row === undefined ? null : { slotMs: row.slot_ms, createdMs: row.created_ms, handled: row.handled },
       calendar: entry.calendar,
       jitterMs: entry.jitterMs,
       latestRun,
       quarantine,
-      waitingForWorker: unknownToWorkers.has(entry.jobName) ? waitingSince(latestRun, entry, ledger.nowMs) : null,
+      waitingForWorker: unknownToWorkers.has(entry.jobName) ? waitingSince(latestRun, entry, nowMs) : null,
     });
     const loaded = loadProblems.get(entry.identity) ?? [];
     const noNextRun =
@@ -185,11 +221,13 @@ export async function buildStatus(sources: StatusSources): Promise<SchedulerStat
       chore,
       quarantine,
       problems: [...loaded, ...noNextRun, ...(quarantine === null ? [] : [quarantineProblem(quarantine)]), ...(tickProblems.get(entry.identity) ?? [])],
+      recentRuns: stripKeys?.has(entry.ledgerKey) ? entryRuns : null,
     };
   };
-  const entries = listed.map(({ entry, chore }) => view(entry, chore));
+  const viewed = listed.map(({ entry, chore }) => view(entry, chore));
+  const entries = request !== undefined && early === null ? await withStrips(viewed, listed, request, reads, nowMs) : viewed;
   return {
-    databaseNow: new Date(ledger.nowMs),
+    databaseNow: new Date(nowMs),
     namespace: scheduler.namespace,
     entries,
     warnings: scheduler.warnings,
@@ -203,7 +241,35 @@ export async function buildStatus(sources: StatusSources): Promise<SchedulerStat
     invalid,
     queues,
     totals: totalsOf(queues),
-    waitingForWorker: waiting.map((row) => ({ jobName: row.jobName, count: row.count, oldestSince: row.oldestSince })),
+    waitingForWorker: waiting,
+  };
+}
+
+/** A page of the entries in one state gets its strips once the states are known: one more statement, for that page only. */
+async function withStrips(
+  entries: readonly EntryStatus[],
+  listed: readonly { readonly entry: ResolvedEntry }[],
+  request: StatusRunsRequest,
+  reads: RunReader,
+  nowMs: number,
+): Promise<EntryStatus[]> {
+  const shown = pageOf(
+    entries.filter((entry) => entry.state === request.state),
+    request.page,
+    request.perPage,
+  ).items;
+  const keys = new Set(shown.map((entry) => entry.key));
+  const runs = groupRuns(await reads.entryRuns([...keys], request.limit), listed.map(({ entry }) => entry).filter((entry) => keys.has(entry.ledgerKey)), nowMs);
+  return entries.map((entry) => (keys.has(entry.key) ? { ...entry, recentRuns: runs.get(entry.key) ?? [] } : entry));
+}
+
+/** A schedule entry that is invalid and does not run, as the status lists it (in `invalid` and `broken`). */
+export function invalidEntry(entry: InvalidScheduleEntry): BrokenEntry {
+  return {
+    identity: entry.identity,
+    jobName: entry.jobName,
+    invalidIndex: entry.index,
+    problems: entry.problems.map((problem) => ({ code: problem.code, severity: problem.severity, message: problem.message, at: null })),
   };
 }
 

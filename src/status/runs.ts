@@ -1,11 +1,15 @@
 import type { EntryRunRow } from "../db/sql/operators.js";
-import type { JobQueue } from "../jobs/queue.js";
 import { redact } from "../redact.js";
 import type { ResolvedEntry } from "../schedule/validate.js";
 import { slotToleranceMs, type EntryRun, type RunKind } from "./health.js";
 
 /** An error as a run shows it: redacted, its first line, at most this long (the failures view has the whole of it). */
 const RUN_ERROR_CHARS = 300;
+
+/** Where the runs come from: the newest `limit` job rows of each schedule key (entryRuns in src/db/sql/operators.ts). */
+export interface RunReader {
+  entryRuns(keys: readonly string[], limit: number): Promise<EntryRunRow[]>;
+}
 
 function kindOf(row: EntryRunRow): RunKind {
   switch (row.status) {
@@ -53,20 +57,31 @@ export function toEntryRun(row: EntryRunRow, entry: Pick<ResolvedEntry, "calenda
   };
 }
 
-/** The `limit` most recent runs of each entry, newest first, by ledger key (one statement; see entryRuns in src/db/sql/jobs.ts). */
-export async function loadEntryRuns(queue: JobQueue, entries: readonly ResolvedEntry[], limit: number, nowMs: number | Promise<number>): Promise<Map<string, EntryRun[]>> {
+/**
+ * The job rows of the entries with `keys`: the newest `strips.limit` of the
+ * keys in `strips.keys`, the newest one of every other key. Each row is read
+ * once: the two key sets go out as two statements at the same time, or as
+ * one when a set is empty.
+ */
+export async function readRunRows(reader: RunReader, keys: readonly string[], strips?: { readonly keys: ReadonlySet<string>; readonly limit: number }): Promise<EntryRunRow[]> {
+  if (strips === undefined || strips.limit <= 1) return reader.entryRuns(keys, 1);
+  const latestOnly = keys.filter((key) => !strips.keys.has(key));
+  const stripKeys = keys.filter((key) => strips.keys.has(key));
+  if (latestOnly.length === 0) return reader.entryRuns(stripKeys, strips.limit);
+  if (stripKeys.length === 0) return reader.entryRuns(latestOnly, 1);
+  const [recent, latest] = await Promise.all([reader.entryRuns(stripKeys, strips.limit), reader.entryRuns(latestOnly, 1)]);
+  return [...recent, ...latest];
+}
+
+/** Job rows as runs, by ledger key, newest first (the order entryRuns returns them in); rows of other keys are left out. */
+export function groupRuns(rows: readonly EntryRunRow[], entries: readonly ResolvedEntry[], nowMs: number): Map<string, EntryRun[]> {
   const byKey = new Map(entries.map((entry) => [entry.ledgerKey, entry]));
-  const clock = Promise.resolve(nowMs);
-  // Awaited below; until then its failure must not count as unhandled (the caller sees it through its own await).
-  clock.catch(() => undefined);
-  const rows = await queue.entryRuns([...byKey.keys()], limit);
-  const now = await clock;
   const runs = new Map<string, EntryRun[]>();
   for (const row of rows) {
     const entry = byKey.get(row.schedule_key);
     if (entry === undefined) continue;
     const list = runs.get(row.schedule_key) ?? [];
-    list.push(toEntryRun(row, entry, now));
+    list.push(toEntryRun(row, entry, nowMs));
     runs.set(row.schedule_key, list);
   }
   return runs;

@@ -1,3 +1,4 @@
+import { cancelledDocument } from "../../wire/jobs.js";
 import { UsageError } from "../args.js";
 import { CONFIG_OPTION, JSON_OPTION, type Command } from "../command.js";
 import { assertMigrated, withLedger } from "../open-ledger.js";
@@ -18,7 +19,7 @@ export const cancel: Command = {
     return withLedger(args, io, "database", async (ledger) => {
       await assertMigrated(ledger);
       const result = await ledger.cancelJob(Number(id));
-      if (args.boolean("json")) io.stdout(JSON.stringify(result, null, 2));
+      if (args.boolean("json")) io.stdout(JSON.stringify(cancelledDocument(result), null, 2));
       else if (!result.cancelled) io.stdout(`Job ${result.id} (${result.jobName}) was already cancelled; nothing changed.`);
       else {
         const was = result.was === "retrying" ? `waiting for a retry after ${result.attempts}/${result.maxAttempts} attempts` : "queued, never run";

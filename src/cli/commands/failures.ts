@@ -1,4 +1,5 @@
-import { MAX_FAILURES_LIMIT, type FailurePage } from "../../jobs/failures.js";
+import { MAX_FAILURES_LIMIT, type FailurePage } from "../../operators/failures.js";
+import { failuresDocument } from "../../wire/jobs.js";
 import { integerOption } from "../args.js";
 import { CONFIG_OPTION, JSON_OPTION, type Command } from "../command.js";
 import { assertMigrated, withLedger } from "../open-ledger.js";
@@ -26,7 +27,7 @@ export const failures: Command = {
         ...(limit === undefined ? {} : { limit }),
         ...(before === undefined ? {} : { before }),
       });
-      if (args.boolean("json")) io.stdout(JSON.stringify(page, null, 2));
+      if (args.boolean("json")) io.stdout(JSON.stringify(failuresDocument(page), null, 2));
       else for (const line of describeFailures(page, jobType)) io.stdout(line);
       return 0;
     }),

@@ -2,6 +2,7 @@ import { relative } from "node:path";
 import type { ScheduleProblem } from "../../errors.js";
 import { CronledgerError } from "../../errors.js";
 import { validateSchedule } from "../../schedule/validate.js";
+import { preflightDocument, preflightFailureDocument } from "../../wire/commands.js";
 import { UsageError, type ParsedArgs } from "../args.js";
 import { CONFIG_OPTION, JSON_OPTION, type CliIO, type Command } from "../command.js";
 import { locateEntries, type SourceLocation } from "../entry-locations.js";
@@ -35,7 +36,7 @@ export const preflight: Command = {
     } catch (error) {
       // CI reads the annotation or the JSON, so a config that does not load is reported there too.
       if (format === "text" || !(error instanceof CronledgerError)) throw error;
-      if (format === "json") io.stdout(JSON.stringify({ ok: false, config: shownFile, error: { code: error.code, message: error.message } }, null, 2));
+      if (format === "json") io.stdout(JSON.stringify(preflightFailureDocument(shownFile, error), null, 2));
       else io.stdout(annotation("error", { file: shownFile }, `cronledger ${error.code}`, error.message));
       return 1;
     }
@@ -47,7 +48,7 @@ export const preflight: Command = {
       const location = locations?.[problem.index];
       return location === undefined ? problem : { ...problem, location: { ...location, file: relative(io.cwd, location.file) || location.file } };
     });
-    if (format === "json") io.stdout(JSON.stringify({ ok: errors === 0, ...summary, problems: located }, null, 2));
+    if (format === "json") io.stdout(JSON.stringify(preflightDocument(shownFile, entries, located), null, 2));
     else if (format === "github") printGithub(io, shownFile, located, summary);
     else printText(io, located, summary);
     return errors > 0 ? 1 : 0;

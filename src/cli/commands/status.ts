@@ -1,5 +1,6 @@
 import { relative } from "node:path";
 import type { SchedulerStatus } from "../../cronledger.js";
+import { statusDocument } from "../../wire/status.js";
 import { CONFIG_OPTION, JSON_OPTION, type Command } from "../command.js";
 import { locateEntries, type SourceLocation } from "../entry-locations.js";
 import { findConfigFile } from "../load-config.js";
@@ -18,7 +19,7 @@ export const status: Command = {
       await assertMigrated(ledger);
       const report = await ledger.status();
       if (args.boolean("json")) {
-        io.stdout(JSON.stringify(report, null, 2));
+        io.stdout(JSON.stringify(statusDocument(report), null, 2));
         return 0;
       }
       // Where each invalid entry is written, when the config's schedule is a literal TypeScript can find.

@@ -1,4 +1,5 @@
 import type { TickReport } from "../../events.js";
+import { tickDocument } from "../../wire/commands.js";
 import { UsageError } from "../args.js";
 import { CONFIG_OPTION, JSON_OPTION, type Command } from "../command.js";
 import { plural } from "../format.js";
@@ -23,7 +24,7 @@ export const tick: Command = {
       await assertMigrated(ledger);
       const report = await ledger.tick();
       const invalid = ledger.scheduler.invalid;
-      if (args.boolean("json")) io.stdout(JSON.stringify({ ...report, invalid }, null, 2));
+      if (args.boolean("json")) io.stdout(JSON.stringify(tickDocument(report, invalid), null, 2));
       else {
         for (const line of describeReport(report)) io.stdout(line);
         for (const entry of invalid) for (const problem of entry.problems) io.stdout(`  invalid      [${problem.code}] ${problem.message} (not ticked)`);

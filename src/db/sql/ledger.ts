@@ -195,16 +195,29 @@ export interface LedgerRow {
   quarantined_since_ms: number | null;
 }
 
-/** The ledger rows of a namespace: what the status shows. */
-export async function ledgerRows(executor: Executor, namespace: string): Promise<LedgerRow[]> {
-  return query<LedgerRow>(
+/** The ledger of a namespace as the status reads it: its rows and the database clock they were read at. */
+export interface LedgerSnapshot {
+  readonly nowMs: number;
+  readonly rows: LedgerRow[];
+}
+
+/**
+ * The ledger rows of a namespace and the database clock, in one statement:
+ * what the status shows. The rows hang off a one-row clock by a left join,
+ * so an empty ledger still answers with the clock (one row of nulls).
+ */
+export async function ledgerSnapshot(executor: Executor, namespace: string): Promise<LedgerSnapshot> {
+  const rows = await query<LedgerRow & { now_ms: number }>(
     executor,
-    sql`select ${scheduleState.key} as key, ${epochMs(scheduleState.lastEnqueuedSlot)} as slot_ms, ${epochMs(scheduleState.createdAt)} as created_ms,
-          ${scheduleState.updatedAt} <> ${scheduleState.createdAt} as handled,
-          ${epochMs(scheduleState.quarantinedUntil)} as quarantined_until_ms, ${scheduleState.quarantineReason} as quarantine_reason,
-          ${scheduleState.quarantineCount} as quarantine_count, ${epochMs(scheduleState.quarantinedSince)} as quarantined_since_ms
-        from ${scheduleState} where ${scheduleState.namespace} = ${namespace}`,
+    sql`select ${epochMs(sql`now()`)} as now_ms, l.* from (select 1) as clock left join lateral (
+          select ${scheduleState.key} as key, ${epochMs(scheduleState.lastEnqueuedSlot)} as slot_ms, ${epochMs(scheduleState.createdAt)} as created_ms,
+            ${scheduleState.updatedAt} <> ${scheduleState.createdAt} as handled,
+            ${epochMs(scheduleState.quarantinedUntil)} as quarantined_until_ms, ${scheduleState.quarantineReason} as quarantine_reason,
+            ${scheduleState.quarantineCount} as quarantine_count, ${epochMs(scheduleState.quarantinedSince)} as quarantined_since_ms
+          from ${scheduleState} where ${scheduleState.namespace} = ${namespace}
+        ) as l on true`,
   );
+  return { nowMs: rows[0]?.now_ms ?? Date.now(), rows: rows.filter((row) => row.key !== null) };
 }
 
 export interface QuarantineInput {

@@ -4,7 +4,7 @@ import { jobsByIdempotencyKey } from "../db/sql/jobs.js";
 import { failedJobs } from "../db/sql/operators.js";
 import { InvalidFailureFilterError } from "../errors.js";
 import { redact } from "../redact.js";
-import { describeRetryOverride, readStoredRetryPolicy } from "./retry-override.js";
+import { describeRetryOverride, readStoredRetryPolicy } from "../jobs/retry-override.js";
 import { retryIdempotencyKey } from "./retry-failed.js";
 
 export const DEFAULT_FAILURES_LIMIT = 50;
@@ -80,7 +80,7 @@ export async function listFailures(executor: Executor, filter: FailureFilter = {
   const rows = await failedJobs(executor, { jobName: filter.jobType, before: parseCursor(filter.before), limit: limit + 1 });
   const page = rows.slice(0, limit);
   const last = page.at(-1);
-  // A retry is found by the idempotency key it was created under (src/jobs/retry-failed.ts): one lookup for the page.
+  // A retry is found by the idempotency key it was created under (src/operators/retry-failed.ts): one lookup for the page.
   const retryKeys = new Map(page.map((row) => [row.id, retryIdempotencyKey(row.id, row.idempotency_key)]));
   const retries =
     page.length === 0 ? [] : await jobsByIdempotencyKey(executor, [...new Set(page.map((row) => row.job_name))], [...retryKeys.values()]);

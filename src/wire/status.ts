@@ -1,29 +1,9 @@
-import type { CronledgerMetrics } from "./metrics.js";
-import type { CancelledJob } from "../jobs/cancel.js";
-import type { FailureFilter, FailurePage } from "../jobs/failures.js";
-import type { RetriedJob } from "../jobs/retry-failed.js";
-import type { RetryingJob } from "../jobs/retrying.js";
-import type { Logger } from "../log.js";
 import type { JobStatus } from "../schema.js";
 import type { BrokenEntry, EntryProblem, EntryRun, EntryState, RunKind, SchedulerStatus } from "../status/model.js";
+import { iso, WIRE_VERSION, type Versioned } from "./version.js";
 
-/** What the admin endpoints need of a ledger; a Cronledger has all of it, and so may anything else that is to be served. */
-export interface AdminLedger {
-  readonly namespace: string;
-  readonly logger: Logger;
-  /** Null when created with `metrics: false`. */
-  readonly metrics: CronledgerMetrics | null;
-  status(): Promise<SchedulerStatus>;
-  failures(filter?: FailureFilter): Promise<FailurePage>;
-  retryJob(id: number): Promise<RetriedJob>;
-  cancelJob(id: number): Promise<CancelledJob>;
-  /** Jobs waiting for a retry, soonest first. */
-  retrying(options?: { limit?: number }): Promise<RetryingJob[]>;
-  /** The most recent runs of the entries with these keys, newest first. */
-  recentRuns(keys: readonly string[], limit?: number): Promise<ReadonlyMap<string, readonly EntryRun[]>>;
-}
-
-export interface EntryProblemView {
+/** A problem of an entry. */
+export interface ProblemDocument {
   readonly code: string;
   readonly severity: "error" | "warning";
   readonly message: string;
@@ -32,7 +12,7 @@ export interface EntryProblemView {
 }
 
 /** One run of an entry (a job row, never its payload). */
-export interface RunView {
+export interface RunDocument {
   readonly id: number;
   readonly kind: RunKind;
   readonly outcome: string | null;
@@ -47,7 +27,7 @@ export interface RunView {
   readonly error: string | null;
 }
 
-export interface EntryView {
+export interface EntryDocument {
   readonly identity: string;
   readonly key: string;
   readonly job: string;
@@ -61,67 +41,65 @@ export interface EntryView {
   /** ok, late, never_fired, failing, retrying, running, quarantined or waiting_for_worker (src/status/health.ts). */
   readonly state: EntryState;
   readonly reason: string;
-  readonly latest_run: RunView | null;
+  readonly latest_run: RunDocument | null;
   /** True for cronledger's own reap and prune chores, listed after the app's entries unless the ledger has `chores: false`. */
   readonly chore: boolean;
   /** The ledger row's quarantine: no replica fires the entry before `until`; null when it has none. */
   readonly quarantine: { readonly until: string; readonly reason: string; readonly count: number; readonly since: string | null } | null;
-  readonly problems: readonly EntryProblemView[];
+  readonly problems: readonly ProblemDocument[];
 }
 
 /** Ready jobs of one name that no live worker can run. */
-export interface WaitingForWorkerView {
+export interface WaitingForWorkerDocument {
   readonly job: string;
   readonly count: number;
   /** When the oldest became ready. */
   readonly oldest_since: string;
 }
 
-export interface BrokenEntryView {
+export interface BrokenEntryDocument {
   readonly identity: string | null;
   readonly job: string | null;
   /** schedule[n] of an invalid entry that does not run; null for the others. */
   readonly invalid_index: number | null;
-  readonly problems: readonly EntryProblemView[];
+  readonly problems: readonly ProblemDocument[];
 }
 
-/** GET /admin/scheduler/status: the status model in snake_case with ISO instants, like the table columns operators query. */
-export interface AdminStatus {
+/** `GET /admin/scheduler/status` and `cronledger status --json`: the status model on the wire. */
+export interface StatusDocument extends Versioned {
   readonly database_now: string;
   readonly namespace: string;
-  readonly entries: readonly EntryView[];
+  readonly entries: readonly EntryDocument[];
   /** Entries with problems: load-time schedule warnings, entries that never fire again, quarantined entries (from the ledger), entries recent ticks repaired, and invalid entries. */
-  readonly broken: readonly BrokenEntryView[];
+  readonly broken: readonly BrokenEntryDocument[];
   /** Invalid schedule entries that do not run (`invalidEntries: "quarantine"`), with their problems. */
-  readonly invalid: readonly BrokenEntryView[];
+  readonly invalid: readonly BrokenEntryDocument[];
   /** Job counts by queue, then status. */
   readonly queues: Readonly<Record<string, Readonly<Record<string, number>>>>;
   /** Job counts by status over all queues; every status is present. */
   readonly totals: Readonly<Record<JobStatus, number>>;
   /** Ready jobs waiting for a worker that knows them (none serving their queue has registered their name), by job name. */
-  readonly waiting_for_worker: readonly WaitingForWorkerView[];
+  readonly waiting_for_worker: readonly WaitingForWorkerDocument[];
 }
 
-const iso = (date: Date | null) => (date === null ? null : date.toISOString());
+const problemDocument = (problem: EntryProblem): ProblemDocument => ({ code: problem.code, severity: problem.severity, message: problem.message, at: iso(problem.at) });
 
-const problemView = (problem: EntryProblem): EntryProblemView => ({ code: problem.code, severity: problem.severity, message: problem.message, at: iso(problem.at) });
-
-const brokenView = (broken: BrokenEntry): BrokenEntryView => ({
+export const brokenEntryDocument = (broken: BrokenEntry): BrokenEntryDocument => ({
   identity: broken.identity,
   job: broken.jobName,
   invalid_index: broken.invalidIndex,
-  problems: broken.problems.map(problemView),
+  problems: broken.problems.map(problemDocument),
 });
 
-export function runView(run: EntryRun): RunView {
+function runDocument(run: EntryRun): RunDocument {
   return {
     id: run.jobId,
     kind: run.kind,
     outcome: run.outcome,
     attempts: run.attempts,
     max_attempts: run.maxAttempts,
-    scheduled_for: run.scheduledFor.toISOString(),
-    run_at: run.runAt.toISOString(),
+    scheduled_for: iso(run.scheduledFor),
+    run_at: iso(run.runAt),
     started_at: iso(run.startedAt),
     finished_at: iso(run.finishedAt),
     retried: run.retried,
@@ -130,10 +108,11 @@ export function runView(run: EntryRun): RunView {
   };
 }
 
-/** The JSON view of a status model. */
-export function statusView(status: SchedulerStatus): AdminStatus {
+/** The status model as its document (the entries' `recentRuns`, the page's strips, are not part of it). */
+export function statusDocument(status: SchedulerStatus): StatusDocument {
   return {
-    database_now: status.databaseNow.toISOString(),
+    version: WIRE_VERSION,
+    database_now: iso(status.databaseNow),
     namespace: status.namespace,
     entries: status.entries.map((entry) => ({
       identity: entry.identity,
@@ -146,23 +125,18 @@ export function statusView(status: SchedulerStatus): AdminStatus {
       next_run_at: iso(entry.nextRunAt),
       state: entry.state,
       reason: entry.reason,
-      latest_run: entry.latestRun === null ? null : runView(entry.latestRun),
+      latest_run: entry.latestRun === null ? null : runDocument(entry.latestRun),
       chore: entry.chore,
       quarantine:
         entry.quarantine === null
           ? null
-          : { until: entry.quarantine.until.toISOString(), reason: entry.quarantine.reason, count: entry.quarantine.count, since: iso(entry.quarantine.since) },
-      problems: entry.problems.map(problemView),
+          : { until: iso(entry.quarantine.until), reason: entry.quarantine.reason, count: entry.quarantine.count, since: iso(entry.quarantine.since) },
+      problems: entry.problems.map(problemDocument),
     })),
-    broken: status.broken.map(brokenView),
-    invalid: status.invalid.map(brokenView),
+    broken: status.broken.map(brokenEntryDocument),
+    invalid: status.invalid.map(brokenEntryDocument),
     queues: status.queues,
     totals: status.totals,
-    waiting_for_worker: status.waitingForWorker.map((row) => ({ job: row.jobName, count: row.count, oldest_since: row.oldestSince.toISOString() })),
+    waiting_for_worker: status.waitingForWorker.map((row) => ({ job: row.jobName, count: row.count, oldest_since: iso(row.oldestSince) })),
   };
-}
-
-/** GET /admin/scheduler/status for `ledger`. */
-export async function adminStatus(ledger: Pick<AdminLedger, "status">): Promise<AdminStatus> {
-  return statusView(await ledger.status());
 }

@@ -3,7 +3,7 @@ import { jobsByIdempotencyKey } from "../db/sql/jobs.js";
 import { copyFailedJob, jobSummary } from "../db/sql/operators.js";
 import { JobNotFailedError, JobNotFoundError } from "../errors.js";
 import { boundKey } from "../keys.js";
-import type { JobDefinition } from "./define-job.js";
+import type { JobDefinition } from "../jobs/define-job.js";
 
 export interface RetriedJob {
   /** The new job. */

@@ -1,0 +1,43 @@
+import type { z } from "zod";
+import type { Database } from "../db/connection.js";
+import { asExecutor, type Executor } from "../db/executor.js";
+import type { EnqueuedJob, Enqueuer, EnqueueRequest, JobDefinition, JobReference } from "./define-job.js";
+import { enqueueJobs } from "./enqueue.js";
+import type { EnqueueManyOptions, EnqueueOptions } from "./enqueue-options.js";
+
+/**
+ * The enqueue path, on its own: `ledger.enqueue`, `ledger.enqueueMany` and a
+ * handler's `ctx.enqueue` validate every request, then write them in the one
+ * job insert (src/jobs/enqueue.ts), on cronledger's database or on the
+ * application's database or transaction given as `db`.
+ */
+export class JobEnqueuer implements Enqueuer {
+  constructor(
+    private readonly options: {
+      readonly database: Database;
+      /** The jobs this process knows, by name. */
+      readonly jobs: ReadonlyMap<string, JobDefinition>;
+      /** Largest stored JSON of an enqueued payload. */
+      readonly maxPayloadBytes: number;
+    },
+  ) {}
+
+  async enqueue<S extends z.ZodType>(job: JobReference<S>, payload?: z.input<S>, options: EnqueueOptions = {}): Promise<EnqueuedJob> {
+    const { db, ...rest } = options;
+    const [result] = await this.insert([{ job: job as JobReference, payload, options: rest }], db);
+    return result as EnqueuedJob;
+  }
+
+  enqueueMany(requests: readonly EnqueueRequest[], options: EnqueueManyOptions = {}): Promise<EnqueuedJob[]> {
+    return this.insert(requests, options.db);
+  }
+
+  /** Where a write goes: the application's database or transaction when given (checked), else cronledger's own. */
+  executor(db: Executor | undefined): Executor {
+    return db === undefined ? this.options.database.db : asExecutor(db, "The `db` enqueue option");
+  }
+
+  private insert(requests: readonly EnqueueRequest[], db: Executor | undefined): Promise<EnqueuedJob[]> {
+    return enqueueJobs(this.executor(db), this.options.jobs, requests, this.options.maxPayloadBytes);
+  }
+}

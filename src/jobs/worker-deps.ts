@@ -1,0 +1,57 @@
+import type { Database } from "../db/connection.js";
+import type { DatabaseHealth } from "../db/health.js";
+import { claimJobs, completeJobs, heartbeatJobs, JOBS_CHANNEL, type ClaimedJob, type ClaimRequest, type CompletionRow } from "../db/sql/jobs.js";
+import { unregisterWorker, type WorkerRegistration } from "../db/sql/workers.js";
+import type { CronledgerEvents } from "../events.js";
+import type { Logger } from "../log.js";
+import type { AttemptServices } from "./attempt.js";
+import type { JobDefinition } from "./define-job.js";
+
+/**
+ * What a worker asks of the database, and nothing else: claim, complete,
+ * heartbeat (which also registers it), unregister, and the wake-ups of
+ * LISTEN. The worker is given one (src/jobs/worker.ts); `workerStore` is
+ * the one over cronledger's connection and the statements of
+ * src/db/sql/jobs.ts and workers.ts.
+ */
+export interface WorkerStore {
+  /** Claims up to `request.limit` ready jobs of the worker's names and queues (and its ready chores). */
+  claim(request: ClaimRequest): Promise<ClaimedJob[]>;
+  /** Writes a batch of finished attempts. */
+  complete(workerId: string, rows: readonly CompletionRow[], now?: Date): Promise<void>;
+  /** Registers the worker (or refreshes its row) and the heartbeats of `ids`; resolves with the ids it still holds. */
+  heartbeat(worker: WorkerRegistration, ids: readonly number[]): Promise<Set<number>>;
+  /** Takes a stopped worker out of the registry. */
+  unregister(workerId: string): Promise<void>;
+  /** Calls `onReady(queue)` whenever a queue gains ready jobs (LISTEN/NOTIFY); resolves with the way to stop. */
+  listen(onReady: (queue: string) => void): Promise<() => Promise<void>>;
+}
+
+export function workerStore(database: Database): WorkerStore {
+  const db = database.db;
+  return {
+    claim: (request) => claimJobs(db, request),
+    complete: (workerId, rows, now) => completeJobs(db, workerId, rows, now),
+    heartbeat: (worker, ids) => heartbeatJobs(db, worker, ids),
+    unregister: (workerId) => unregisterWorker(db, workerId),
+    listen: (onReady) => database.listen(JOBS_CHANNEL, onReady),
+  };
+}
+
+/**
+ * What a worker is given besides its settings, each as narrow as it uses it:
+ * the statements of its jobs' life (`store`), the job definitions it runs,
+ * what handlers reach through `ctx` (`attempts`), and the logger, events and
+ * database health it reports to. It reaches into nothing else.
+ */
+export interface WorkerDependencies {
+  readonly store: WorkerStore;
+  /** The jobs it can run, by name (chores included): it registers and claims their names. */
+  readonly jobs: ReadonlyMap<string, JobDefinition>;
+  /** `ctx.enqueue`, `ctx.schedule` and the parent of `ctx.log`. */
+  readonly attempts: AttemptServices;
+  readonly logger: Logger;
+  readonly events: Pick<CronledgerEvents, "jobStarted" | "jobFinished">;
+  /** Whether the database answers, as claims, heartbeats and completions find out; an outage is logged once. */
+  readonly health: Pick<DatabaseHealth, "sent" | "down">;
+}

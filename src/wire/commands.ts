@@ -1,0 +1,103 @@
+import type { ScheduleProblem, TickPhase } from "../errors.js";
+import type { InvalidScheduleEntry } from "../schedule/scheduler.js";
+import type { SlotOutcome, TickReport } from "../events.js";
+import { invalidEntry } from "../status/model.js";
+import { brokenEntryDocument, type BrokenEntryDocument } from "./status.js";
+import { iso, WIRE_VERSION, type Versioned } from "./version.js";
+
+/** One slot of one entry, as a pass handled it. */
+export interface SlotDocument {
+  readonly identity: string;
+  readonly key: string;
+  readonly job: string;
+  readonly slot: string;
+}
+
+/** `cronledger tick --once --json`: what one pass did. */
+export interface TickDocument extends Versioned {
+  /** The instant the pass evaluated the schedule at (the database clock). */
+  readonly now: string;
+  /** `job_id` null: the slot's job already existed. */
+  readonly enqueued: readonly (SlotDocument & { readonly job_id: number | null })[];
+  readonly lost_race: readonly SlotDocument[];
+  readonly skipped_stale: readonly SlotDocument[];
+  readonly quarantined: readonly (SlotDocument & { readonly phase: TickPhase; readonly error: string; readonly until: string; readonly count: number })[];
+  readonly locked: readonly SlotDocument[];
+  readonly repaired: readonly { readonly identity: string; readonly key: string; readonly job: string; readonly from: string; readonly to: string }[];
+  /** Ledger rows created for entries seen for the first time. */
+  readonly created: number;
+  readonly next_fire_at: string | null;
+  readonly statements: number;
+  readonly attempts: number;
+  /** Invalid schedule entries, left out of the pass. */
+  readonly invalid: readonly BrokenEntryDocument[];
+}
+
+/** A problem `cronledger preflight` found in the schedule. */
+export interface PreflightProblemDocument {
+  readonly code: ScheduleProblem["code"];
+  readonly severity: "error" | "warning";
+  /** 0-based position in the schedule array. */
+  readonly index: number;
+  readonly job: string | null;
+  readonly identity: string | null;
+  readonly message: string;
+  /** Where the entry is written, when TypeScript could find it; `file` relative to the working directory. */
+  readonly location: { readonly file: string; readonly line: number; readonly column: number } | null;
+}
+
+/** `cronledger preflight --json`: `ok` unless a problem is an error; a config that does not load gives `error` instead. */
+export type PreflightDocument = Versioned & { readonly ok: boolean; readonly config: string } & (
+    | { readonly entries: number; readonly errors: number; readonly warnings: number; readonly problems: readonly PreflightProblemDocument[] }
+    | { readonly error: { readonly code: string; readonly message: string } }
+  );
+
+const slotDocument = (slot: SlotOutcome): SlotDocument => ({ identity: slot.identity, key: slot.key, job: slot.jobName, slot: iso(slot.slot) });
+
+export function tickDocument(report: TickReport, invalid: readonly InvalidScheduleEntry[]): TickDocument {
+  return {
+    version: WIRE_VERSION,
+    now: iso(report.now),
+    enqueued: report.enqueued.map((slot) => ({ ...slotDocument(slot), job_id: slot.jobId })),
+    lost_race: report.lostRace.map(slotDocument),
+    skipped_stale: report.skippedStale.map(slotDocument),
+    quarantined: report.quarantined.map((slot) => ({ ...slotDocument(slot), phase: slot.phase, error: slot.error, until: iso(slot.until), count: slot.count })),
+    locked: report.locked.map(slotDocument),
+    repaired: report.repaired.map((fix) => ({ identity: fix.identity, key: fix.key, job: fix.jobName, from: iso(fix.from), to: iso(fix.to) })),
+    created: report.created,
+    next_fire_at: iso(report.nextFireAt),
+    statements: report.statements,
+    attempts: report.attempts,
+    invalid: invalid.map((entry) => brokenEntryDocument(invalidEntry(entry))),
+  };
+}
+
+export function preflightDocument(
+  config: string,
+  entries: number,
+  problems: readonly (ScheduleProblem & { readonly location?: PreflightProblemDocument["location"] })[],
+): PreflightDocument {
+  const errors = problems.filter((problem) => problem.severity === "error").length;
+  return {
+    version: WIRE_VERSION,
+    ok: errors === 0,
+    config,
+    entries,
+    errors,
+    warnings: problems.length - errors,
+    problems: problems.map((problem) => ({
+      code: problem.code,
+      severity: problem.severity,
+      index: problem.index,
+      job: problem.jobName ?? null,
+      identity: problem.identity ?? null,
+      message: problem.message,
+      location: problem.location ?? null,
+    })),
+  };
+}
+
+/** A config that does not load: its error, so CI reads it in the same document. */
+export function preflightFailureDocument(config: string, error: { readonly code: string; readonly message: string }): PreflightDocument {
+  return { version: WIRE_VERSION, ok: false, config, error: { code: error.code, message: error.message } };
+}

@@ -1,0 +1,107 @@
+import { sql } from "drizzle-orm";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createAdminHandler } from "../src/admin/handler.js";
+import { createCronledger, type Cronledger } from "../src/cronledger.js";
+import { query } from "../src/db/connection.js";
+import { defineJob } from "../src/jobs/define-job.js";
+import { silentLogger } from "../src/log.js";
+import type { ScheduleEntry } from "../src/schedule/define-schedule.js";
+import { useTestDatabase } from "./support/database.js";
+
+const job = defineJob({ name: "reads.yearly", retry: "maintenance", run: () => undefined });
+const TOKEN = "status-reads-token-0123456789";
+const RUNS = 4;
+
+const database = useTestDatabase(import.meta.url);
+/** The same schedule shape at two sizes, in two namespaces of one database. */
+const ledgers = new Map<number, Cronledger>();
+
+function scheduleOf(size: number): ScheduleEntry[] {
+  return Array.from({ length: size }, (_, index) => ({ job, cron: "0 0 1 1 *", key: `e${index}` }));
+}
+
+/** The statements `read` sends through the ledger's own database. */
+async function statementsOf(ledger: Cronledger, read: () => Promise<unknown>): Promise<number> {
+  const before = ledger.database.statements.count;
+  await read();
+  return ledger.database.statements.count - before;
+}
+
+beforeAll(async () => {
+  for (const size of [3, 240]) {
+    const ledger = createCronledger({ database: { url: database.url, poolSize: 4 }, namespace: `n${size}`, chores: false, jobs: [job], schedule: scheduleOf(size), logger: silentLogger });
+    if (ledgers.size === 0) await ledger.migrate();
+    await ledger.tick();
+    // RUNS past runs of every entry, one slot a year back each; every entry's newest one failed in the larger ledger's second half.
+    const keys = ledger.entries.map((entry) => entry.ledgerKey);
+    await query(
+      ledger.database.db,
+      sql`insert into cronledger.jobs (job_name, status, attempts, max_attempts, schedule_key, scheduled_for, run_at, started_at, finished_at, last_error)
+          select ${job.name}, case when s = 1 and k.i > ${Math.floor(size / 2)} then 'failed' else 'succeeded' end, 1, 1, k.key,
+                 now() - s * interval '365 days', now() - s * interval '365 days', now() - s * interval '365 days', now() - s * interval '365 days',
+                 case when s = 1 and k.i > ${Math.floor(size / 2)} then 'Error: upstream said 503' end
+          from generate_series(1, ${RUNS}) as s, unnest(${sql.param(keys)}::text[]) with ordinality as k(key, i)`,
+    );
+    ledgers.set(size, ledger);
+  }
+});
+
+afterAll(async () => {
+  await Promise.all([...ledgers.values()].map((ledger) => ledger.close()));
+});
+
+const small = () => ledgers.get(3) as Cronledger;
+const large = () => ledgers.get(240) as Cronledger;
+
+describe("the status reads the database a constant number of times", () => {
+  it("status() sends four statements for 3 entries and for 240: the ledger with its clock, the counts, the runs, the jobs waiting for a worker", async () => {
+    expect(await statementsOf(small(), () => small().status())).toBe(4);
+    expect(await statementsOf(large(), () => large().status())).toBe(4);
+  });
+
+  it("reads a page's strips with the newest runs of the others, and one more statement when the page is filtered by state", async () => {
+    const page = { limit: 3, page: 2, perPage: 100 };
+    for (const ledger of [small(), large()]) {
+      expect(await statementsOf(ledger, () => ledger.status({ runs: page }))).toBeLessThanOrEqual(5);
+      expect(await statementsOf(ledger, () => ledger.status({ runs: { ...page, state: "failing" } }))).toBeLessThanOrEqual(5);
+    }
+  });
+
+  it("serves the Schedule page in at most eight statements, whatever the number of entries", async () => {
+    for (const ledger of [small(), large()]) {
+      const handler = createAdminHandler(ledger, { token: TOKEN });
+      const get = () => handler(new Request("http://127.0.0.1/admin/scheduler", { headers: { authorization: `Bearer ${TOKEN}` } })).then((response) => response.text());
+      // The status (four statements; five when the strips' page is not the whole schedule), the failures (two), the retrying jobs.
+      expect(await statementsOf(ledger, get)).toBeLessThanOrEqual(8);
+    }
+  });
+});
+
+describe("the recent runs of a page of entries", () => {
+  it("come newest first for the entries of that page only; the others carry their latest run", async () => {
+    const status = await large().status({ runs: { limit: 3, page: 2, perPage: 100 } });
+    const withRuns = status.entries.filter((entry) => entry.recentRuns !== null);
+    expect(withRuns.map((entry) => entry.key)).toEqual(status.entries.slice(100, 200).map((entry) => entry.key));
+    for (const entry of withRuns) {
+      const runs = entry.recentRuns ?? [];
+      expect(runs).toHaveLength(3);
+      expect(runs[0]).toEqual(entry.latestRun);
+      expect(runs.map((run) => run.scheduledFor.getTime())).toEqual([...runs].map((run) => run.scheduledFor.getTime()).sort((a, b) => b - a));
+    }
+    expect(status.entries.every((entry) => entry.latestRun !== null)).toBe(true);
+  });
+
+  it("filtered by state, page through the entries in that state", async () => {
+    const status = await large().status({ runs: { limit: RUNS, page: 1, perPage: 50, state: "failing" } });
+    const failing = status.entries.filter((entry) => entry.state === "failing");
+    expect(failing).toHaveLength(120);
+    const withRuns = status.entries.filter((entry) => entry.recentRuns !== null);
+    expect(withRuns.map((entry) => entry.key)).toEqual(failing.slice(0, 50).map((entry) => entry.key));
+    expect(withRuns.every((entry) => entry.recentRuns?.length === RUNS && entry.recentRuns[0]?.kind === "failed")).toBe(true);
+  });
+
+  it("keep a page past the last one on the last page", async () => {
+    const status = await small().status({ runs: { limit: 2, page: 9, perPage: 2 } });
+    expect(status.entries.map((entry) => entry.recentRuns?.length ?? null)).toEqual([null, null, 2]);
+  });
+});
