@@ -1,3 +1,4 @@
+// Over 350 lines: the reference evaluator, the generator and the checks are one argument and read best side by side.
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { InvalidCronError } from "../src/errors.js";
