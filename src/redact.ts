@@ -1,3 +1,5 @@
+import { looksLikeKeyMaterial, redactShapes } from "./redact-shapes.js";
+
 /** Everything stored or shown about an error is at most this long. */
 export const MAX_REDACTED_LENGTH = 2_000;
 
@@ -14,7 +16,7 @@ const MAX_SCANNED_LENGTH = MAX_REDACTED_LENGTH * 8;
  * name is bounded and must start a word, so scanning stays linear; whether it
  * names a secret is decided by SECRET_NAME afterwards.
  */
-const NAMED_PAIR = /(?<![\w.-])(\\?["']?)([A-Za-z_][\w.-]{0,79})\1(?:\s*([:=])\s*|\s+(?=[{[]))/g;
+const NAMED_PAIR = /(?<![\w.-])(\\{0,8}["']?)([A-Za-z_][\w.-]{0,79})\1(?:\s*([:=])\s*|\s+(?=[{[]))/g;
 
 // Matched against the whole name, lowercased: `db_password`, `X-Api-Key`, `githubToken`, `Set-Cookie`, `request.body`...
 const SECRET_NAME = new RegExp(
@@ -39,8 +41,29 @@ const SECRET_NAME = new RegExp(
     "payload",
     "(?:^|[-_.])body$",
     "^key$",
+    "passphrase",
+    "mnemonic",
+    "hmac",
+    "encrypt",
+    "signing",
+    "(?:^|[-_.])(?:iv|nonce|salt|sig|otp|totp|mfa|pin)$",
   ].join("|"),
 );
+
+/**
+ * Names ending in `key` (`encryptionKey`, `signing_key`, `X-Client-Key`) that
+ * SECRET_NAME leaves alone because most such fields hold identifiers
+ * (`idempotency_key`, `sortKey`, a ledger key): their value is redacted only
+ * when it can be key material (looksLikeKeyMaterial).
+ */
+const KEY_NAME = /key$/;
+
+/**
+ * A word followed by one token that ends where a word would:
+ * `invalid signature q8Zk3Pf0aL==`, `decrypt with key Zm9vYmFyYmF6.` (not
+ * `ledger key prod-eu1|job|...`, whose first part is no token).
+ */
+const PROSE_VALUE = /(?<=(?<![\w.-])([A-Za-z][\w-]{0,40})\s{1,8})[A-Za-z0-9+/_-]{8,}={0,2}(?=[\s,;.:)'"\]}]|$)/g;
 
 // Header-shaped values run to the end of the line: `Cookie: a=1; b=2`, `Authorization: Digest user="x", nonce="y"`.
 const WHOLE_LINE_NAME = /^(?:proxy-)?authori[sz]ation$|^(?:set-)?cookie$/;
@@ -51,42 +74,6 @@ const BASIC = /\b(basic)\s+([A-Za-z0-9+/]{8,}={0,2})(?![\w+/=])/gi;
 // The user name may be empty: `redis://:secret@host:6379/0` is how Redis URLs carry a bare password.
 const URL_CREDENTIALS = /(\b[a-z][a-z0-9+.-]*:\/\/)[^\s/@:]*:[^\s/@]+@/gi;
 const PRIVATE_KEY_BLOCK = /-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)/g;
-const JWT = /\beyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*/g;
-// Well-known credential prefixes (OpenAI/Anthropic/Stripe, GitHub, Slack, AWS access keys, Google API keys).
-const KNOWN_KEY_SHAPES = /\b(?:(?:sk|pk|rk)[-_][A-Za-z0-9_-]{16,}|gh[pousr]_[A-Za-z0-9]{20,}|xox[abprs]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}|AIza[0-9A-Za-z_-]{35})\b/g;
-
-// A run of 32+ base64 / base64url characters (24+ bytes: keys, ciphertext, signatures), judged by looksEncoded.
-const BASE64_RUN = /(?<![A-Za-z0-9+/=_-])[A-Za-z0-9+/_-]{32,}={0,2}(?![A-Za-z0-9+/=_-])/g;
-
-/**
- * Encoded bytes, not words: upper case, lower case and digits all present,
- * and few separators. Identifiers (`cronledger_schedule_slots_total`), hex
- * digests (no upper case), paths and kebab-case names (a `/`, `_` or `-`
- * every few characters) keep their text; random base64 has a `+`, `/`, `_`
- * or `-` about once in 32 characters.
- */
-function looksEncoded(run: string): boolean {
-  if (!/[0-9]/.test(run) || !/[A-Z]/.test(run) || !/[a-z]/.test(run)) return false;
-  const separators = run.length - run.replace(/[+/_-]/g, "").length;
-  return separators * 8 <= run.length && !looksLikePath(run);
-}
-
-/** A path segment that is a word: `fixtures`, `my-app`, `Projects`. */
-const WORD_SEGMENT = /^(?:[a-z][a-z0-9_-]*|[A-Z][a-z][a-z0-9_-]*)$/;
-
-/**
- * A file path, such as a checkout under a random temporary directory
- * (`Xk29fLq0aB/test/fixtures/cli/settings`): two slashes or more, and words
- * for at least half of its length. Random base64 has a `/` once in 64
- * characters, and segments of lower-case letters only by rare chance.
- */
-function looksLikePath(run: string): boolean {
-  const segments = run.split("/");
-  if (segments.length < 3) return false;
-  const wordLength = segments.filter((segment) => segment.length >= 3 && WORD_SEGMENT.test(segment)).reduce((sum, segment) => sum + segment.length, 0);
-  return wordLength * 2 >= run.length;
-}
-
 /** End (exclusive) of a quoted string starting at `start`, honouring backslash escapes; the text's end when unterminated. */
 function quotedEnd(text: string, start: number, quote: string): number {
   for (let i = start + 1; i < text.length; i += 1) {
@@ -97,10 +84,19 @@ function quotedEnd(text: string, start: number, quote: string): number {
   return text.length;
 }
 
-/** End (exclusive) of a JSON-escaped string (`\"...\"`) starting at `start`. */
-function escapedQuotedEnd(text: string, start: number): number {
-  const close = text.indexOf('\\"', start + 2);
-  return close === -1 ? text.length : close + 2;
+/**
+ * End (exclusive) of a JSON-escaped string opened by `quote` (`\"`, or
+ * `\\\"` in JSON inside JSON) at `start`: the first quote behind exactly as
+ * many backslashes; one behind more belongs to a string nested deeper.
+ */
+function escapedQuotedEnd(text: string, start: number, quote: string): number {
+  const depth = quote.length - 1;
+  for (let at = text.indexOf('"', start + quote.length); at !== -1; at = text.indexOf('"', at + 1)) {
+    let backslashes = 0;
+    while (text[at - 1 - backslashes] === "\\") backslashes += 1;
+    if (backslashes === depth) return at + 1;
+  }
+  return text.length;
 }
 
 /** End (exclusive) of a bracketed value, nesting and quoted strings included; the text's end when unbalanced. */
@@ -150,32 +146,57 @@ function bareEnd(text: string, start: number, separator: string | undefined, who
   return lineEnd;
 }
 
-/** Replaces the value of every secret-named pair, keeping its name and quotes so the text stays readable. */
+const BASE64_TOKEN = /[A-Za-z0-9+/_-]*={0,2}/y;
+const FILE_LOCATION = /^:\d+(?::\d+)?(?![\w.])/;
+
+/** End (exclusive) of the base64 token starting at `start`. */
+function tokenEnd(text: string, start: number): number {
+  BASE64_TOKEN.lastIndex = start;
+  BASE64_TOKEN.exec(text);
+  return BASE64_TOKEN.lastIndex;
+}
+
+/**
+ * Replaces the value of every secret-named pair, keeping its name and quotes
+ * so the text stays readable; the value of a key-named pair only when it can
+ * be key material.
+ */
 function redactNamedValues(text: string): string {
   let output = "";
   let copied = 0;
   NAMED_PAIR.lastIndex = 0;
   for (let match = NAMED_PAIR.exec(text); match !== null; match = NAMED_PAIR.exec(text)) {
     const name = (match[2] ?? "").toLowerCase();
-    if (!isSecretName(name)) continue;
+    const secret = isSecretName(name);
+    if (!secret && !KEY_NAME.test(name)) continue;
     const valueStart = match.index + match[0].length;
+    // `session-store.ts:42:11` in a stack trace is a file and its line, not a field.
+    if (match[3] === ":" && FILE_LOCATION.test(text.slice(valueStart - 1, valueStart + 16))) continue;
     const first = text[valueStart];
     let replacement: string;
     let valueEnd: number;
-    if (first === "\\" && text[valueStart + 1] === '"') {
-      valueEnd = escapedQuotedEnd(text, valueStart);
-      replacement = `\\"${REDACTED}\\"`;
+    let value: string;
+    const escapedQuote = first === "\\" ? /^\\{1,8}"/.exec(text.slice(valueStart, valueStart + 9))?.[0] : undefined;
+    if (escapedQuote !== undefined) {
+      valueEnd = escapedQuotedEnd(text, valueStart, escapedQuote);
+      replacement = `${escapedQuote}${REDACTED}${escapedQuote}`;
+      value = text.slice(valueStart + escapedQuote.length, valueEnd - escapedQuote.length);
     } else if (first === '"' || first === "'") {
       valueEnd = quotedEnd(text, valueStart, first);
       replacement = `${first}${REDACTED}${first}`;
+      value = text.slice(valueStart + 1, valueEnd - 1);
     } else if (first === "{" || first === "[") {
+      if (!secret) continue;
       valueEnd = bracketedEnd(text, valueStart);
       replacement = REDACTED;
+      value = "";
     } else {
-      valueEnd = bareEnd(text, valueStart, match[3], match[3] === ":" && WHOLE_LINE_NAME.test(name));
+      // A key-named value is one base64 token: `encryption_key: q8Zk3Pf0aL==) rejected`.
+      valueEnd = secret ? bareEnd(text, valueStart, match[3], match[3] === ":" && WHOLE_LINE_NAME.test(name)) : tokenEnd(text, valueStart);
       replacement = REDACTED;
+      value = text.slice(valueStart, valueEnd);
     }
-    if (valueEnd === valueStart) continue;
+    if (valueEnd === valueStart || (!secret && !looksLikeKeyMaterial(value))) continue;
     output += text.slice(copied, valueStart) + replacement;
     copied = valueEnd;
     NAMED_PAIR.lastIndex = valueEnd;
@@ -192,25 +213,30 @@ function bound(text: string): string {
  * The one redaction used wherever an error is stored, logged or shown:
  * values of secret-named fields (authorization, cookies, api keys,
  * passwords, secrets, tokens, sessions, prompts, payload and body dumps,
- * ciphertext, in header, query-string, JSON and escaped-JSON form), bearer
- * and basic credentials, URL credentials (an empty user name too), JWTs,
- * private keys, well-known key shapes and long base64 runs are replaced, and
+ * ciphertext, signatures, IVs, HMACs, in header, query-string, JSON and
+ * escaped-JSON form), values that can be key material next to a key's name
+ * (`encryptionKey: q8Zk3Pf0aL==`, `invalid signature q8Zk3Pf0aL==`), bearer
+ * and basic credentials, URL credentials (an empty user name too), private
+ * keys, and what src/redact-shapes.ts recognises by its shape (JWTs, known
+ * key prefixes, byte dumps, hex, base32 and base64 runs) are replaced, and
  * the result is bounded to MAX_REDACTED_LENGTH.
  * Idempotent: redacting its own output changes nothing.
  */
 export function redact(text: string): string {
   // Text cut here that leaves a value's brackets or quotes open is redacted to its end, never leaked.
   const scanned = text.length > MAX_SCANNED_LENGTH ? text.slice(0, MAX_SCANNED_LENGTH) : text;
-  const cleaned = redactNamedValues(
+  const named = redactNamedValues(
     scanned
       .replace(PRIVATE_KEY_BLOCK, REDACTED)
       .replace(URL_CREDENTIALS, `$1${REDACTED}@`)
       .replace(BEARER, `$1 ${REDACTED}`)
       .replace(BASIC, (whole: string, scheme: string, value: string) => (/[0-9+/=]/.test(value) ? `${scheme} ${REDACTED}` : whole)),
-  )
-    .replace(JWT, REDACTED)
-    .replace(KNOWN_KEY_SHAPES, REDACTED)
-    .replace(BASE64_RUN, (run) => (looksEncoded(run) ? REDACTED : run));
+  );
+  const cleaned = redactShapes(
+    named.replace(PROSE_VALUE, (token: string, name: string) =>
+      (isSecretName(name) || KEY_NAME.test(name.toLowerCase())) && looksLikeKeyMaterial(token) ? REDACTED : token,
+    ),
+  );
   return bound(cleaned);
 }
 
@@ -268,7 +294,10 @@ function redactValue(value: unknown, depth: number): unknown {
 
 function redactFieldsAt(fields: Record<string, unknown>, depth: number): Record<string, unknown> {
   const result: Record<string, unknown> = {};
-  for (const [name, value] of Object.entries(fields)) result[name] = isSecretName(name) ? REDACTED : redactValue(value, depth);
+  for (const [name, value] of Object.entries(fields)) {
+    const keyMaterial = typeof value === "string" && KEY_NAME.test(name.toLowerCase()) && looksLikeKeyMaterial(value);
+    result[name] = isSecretName(name) || keyMaterial ? REDACTED : redactValue(value, depth);
+  }
   return result;
 }
 

@@ -53,6 +53,20 @@ const CASES: readonly { name: string; input: string; secrets: string[]; kept?: s
     secrets: ["Qm9vL3Rlc3QK8xZ/aB9kR2mN7pL4/vT6yW1cE3gH5jK0"],
     kept: ["rejected"],
   },
+  { name: "a sha256 hex digest or key", input: "digest 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08 matched", secrets: ["9f86d081884c7d659a2feaa0c55ad015"], kept: ["digest", "matched"] },
+  { name: "a full git SHA (a 40-hex token looks the same)", input: "deployed 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b", secrets: ["9f86d081884c7d659a2f"], kept: ["deployed"] },
+  { name: "0x and bytea hex", input: "key 0x8F1A2B3C4D5E6F708192A3B4C5D6E7F8 and \\x8f1a2b3c4d5e6f708192a3b4c5d6e7f8", secrets: ["8F1A2B3C4D5E6F70", "8f1a2b3c4d5e6f70"] },
+  { name: "base32", input: "otp seed JBSWY3DPEHPK3PXPJBSWY3DP rejected", secrets: ["JBSWY3DPEHPK3PXP"], kept: ["rejected"] },
+  { name: "short base64 after a key's name", input: '{"encryptionKey":"q8Zk3Pf0aL==","user":"bob"}', secrets: ["q8Zk3Pf0aL"], kept: ['"user":"bob"'] },
+  { name: "short base64 after a secret's name in prose", input: "invalid signature q8Zk3Pf0aLmN. retrying", secrets: ["q8Zk3Pf0aLmN"], kept: ["retrying"] },
+  { name: "iv, nonce, hmac and passphrase", input: "iv=AAECAwQFBgc nonce: 0badc0de hmac=ffee passphrase=open sesame", secrets: ["AAECAwQFBgc", "0badc0de", "ffee", "open"] },
+  { name: "a Buffer dump", input: "kms returned <Buffer 8f 1a 2b 3c 4d 5e 6f 70 ... 24 more bytes> for job 7", secrets: ["8f 1a 2b"], kept: ["for job 7"] },
+  { name: "a Uint8Array dump", input: "Uint8Array(4) [ 143, 26, 43, 60 ] rejected", secrets: ["143, 26"], kept: ["rejected"] },
+  { name: "a Buffer through JSON", input: '{"blob":{"type":"Buffer","data":[143,26,43,60]},"id":3}', secrets: ["143,26"], kept: ['"id":3'] },
+  { name: "a colon-separated key", input: "fingerprint 8F:1A:2B:3C:4D:5E:6F:70:81:92 mismatch", secrets: ["8F:1A:2B"], kept: ["mismatch"] },
+  { name: "a JWT glued to a word", input: "cache access_token_eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.sflKxwRJSMeKKF2QT4fwpM hit", secrets: ["eyJzdWIiOiIxMjM0In0", "sflKxwRJSMeKKF2QT4fwpM"], kept: ["hit"] },
+  { name: "a JWE's five parts", input: "jwe eyJhbGciOiJSU0EifQ.a2V5a2V5a2V5.aXZpdml2.Y2lwaGVydGV4dA.dGFndGFn end", secrets: ["a2V5a2V5a2V5", "Y2lwaGVydGV4dA", "dGFndGFn"], kept: ["end"] },
+  { name: "JSON in a JSON string in JSON", input: JSON.stringify({ message: JSON.stringify({ body: JSON.stringify({ clientSecret: "q8Zk3Pf0aL" }) }) }), secrets: ["q8Zk3Pf0aL"] },
 ];
 
 describe("redact", () => {
@@ -72,7 +86,15 @@ describe("redact", () => {
       "Author: Ann; tokens were not consumed",
       // Long runs that are words, identifiers, digests and paths, not encoded bytes:
       "metric cronledger_schedule_slots_total_with_a_long_suffix_2 went up",
-      "digest 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08 matched",
+      "short sha 9f86d08 and 9f86d081884c matched",
+      "trace_id=4bf92f3577b34da6a3ce929d0e0e4736 traceparent: 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+      "ledger key default|email.send|x|0 8 * * 1-5|Europe/Berlin~9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08 is locked",
+      "ledger key prod-eu1|email.send||0 9 * * 1|UTC is locked",
+      'insert or update on table "jobs" violates foreign key constraint "jobs_queue_fk"',
+      "password authentication failed for user \"app\"; token expired at 2026-12-02T10:00:00.000Z",
+      "with idempotency key daily-2026-12-02 vanished (job 42, SQLSTATE 40P01)",
+      "    at SessionStore.load (/srv/app/src/token-session.ts:42:11)",
+      "MAC aa:bb:cc:dd:ee:ff and retries 10 20 30",
       "ENOENT: /home/runner/work/Project2/src/Jobs/SendWeeklyReports/index.ts",
       // A checkout under a temporary directory with a random mixed-case name (mktemp -d):
       "Invalid config file /tmp/tmp.Xk29fLq0aB/test/fixtures/cli/settings.config.mjs: unknown option",

@@ -117,10 +117,15 @@ function oracleExpression(generated: Generated): string {
   return fieldsOf(generated)
     .map(({ atoms, dayOfWeek }) => {
       const text = atoms.map((atom) => atom.text).join(",");
-      if (atoms.length < 2 || atoms.some((atom) => atom.values === null)) return text;
+      if (atoms.length < 2) return text;
+      const lastForms = atoms.filter((atom) => atom.values === null);
+      // Beside L and dL (kept as written, a repeat dropped), only a malformed item stops the union.
+      if (lastForms.some((atom) => !/^[0-7]?L$/.test(atom.text))) return text;
       const all = atoms.flatMap((atom) => (atom.values ?? []).map((value) => (dayOfWeek && value === 7 ? 0 : value)));
       const union = [...new Set(all)].sort((a, b) => a - b);
-      return union.length === all.length ? text : union.join(",");
+      const lasts = [...new Set(lastForms.map((atom) => atom.text))];
+      if (union.length === all.length && lasts.length === lastForms.length) return text;
+      return [...union, ...lasts].join(",");
     })
     .join(" ");
 }

@@ -81,8 +81,21 @@ describe("parseCron flags", () => {
     ["0 * * * *", true],
     ["0 */6 * * *", true],
     ["0 0-23/6 * * *", true],
-    ["0 0,6,12,18 * * *", true],
+    ["0 0/6 * * *", true],
+    ["0 0-23 * * *", true],
+    ["0 0-22/2 * * *", true],
+    ["0 ?/12 * * *", true],
     ["0 */13 * * *", true],
+    ["0 */23 * * *", true],
+    // A list is never a wildcard hour, whatever its set (docs/decisions.md, "DST and written hours").
+    ["0 0,6,12,18 * * *", false],
+    ["0 0,12 * * *", false],
+    ["0 0,23 * * *", false],
+    ["0 0-11,12-23 * * *", false],
+    ["0 */12,0 * * *", false],
+    ["0 */24 * * *", false],
+    ["0 0-11/12 * * *", false],
+    ["0 0-12 * * *", false],
     ["*/30 * * * * *", true],
     ["30 2 * * *", false],
     ["0 0 * * *", false],
@@ -154,7 +167,7 @@ describe("parseCron rejects", () => {
 
   it("explains how to write a valid expression", () => {
     expect(() => parseCron("* * * *")).toThrow(/5 fields \(minute hour day-of-month month day-of-week\)/);
-    expect(() => parseCron("61 * * * *")).toThrow(/minute 0-59/);
+    expect(() => parseCron("61 * * * *")).toThrow(/minute field "61" has 61, outside 0-59/);
   });
 
   it("accepts names with letters H in them", () => {

@@ -196,6 +196,37 @@ const DAYS: TransitionDay[] = [
       },
     ],
   },
+  // America/Santiago moves its clocks at midnight, so the hours a list names meet the gap and the fold.
+  // A list of hours is fixed hours, whatever its set; a written sweep (*/n) is a wildcard (docs/decisions.md).
+  {
+    zone: "America/Santiago",
+    name: "2026-04-04 fall back 24:00 -03 -> 23:00 -04 (03:00Z on the 5th): 23:xx happens twice",
+    dayStart: "2026-04-04T03:00:00Z",
+    dayEnd: "2026-04-05T04:00:00Z",
+    cases: [
+      { cron: "0 23 * * *", count: 1, around: [z("2026-04-05T02:00:00")] }, // the first 23:00 (-03) only
+      { cron: "0 0,23 * * *", count: 2, around: [z("2026-04-04T03:00:00"), z("2026-04-05T02:00:00")] }, // as 0 0 and 0 23 apart
+      { cron: "0 */23 * * *", count: 3, around: [z("2026-04-04T03:00:00"), z("2026-04-05T02:00:00"), z("2026-04-05T03:00:00")] }, // 23:00 -03 and -04
+      { cron: "0 0-23/23 * * *", count: 3, around: [z("2026-04-04T03:00:00"), z("2026-04-05T02:00:00"), z("2026-04-05T03:00:00")] },
+      { cron: "30 23 * * *", count: 1, around: [z("2026-04-05T02:30:00")] },
+      { cron: "0 * * * *", count: 25, around: [z("2026-04-05T01:00:00"), z("2026-04-05T02:00:00"), z("2026-04-05T03:00:00")] },
+    ],
+  },
+  {
+    zone: "America/Santiago",
+    name: "2026-09-06 spring forward 00:00 -04 -> 01:00 -03 (04:00Z): midnight does not exist",
+    dayStart: "2026-09-06T04:00:00Z",
+    dayEnd: "2026-09-07T03:00:00Z",
+    cases: [
+      { cron: "0 0 * * *", count: 1, around: [z("2026-09-06T04:00:00")] }, // 00:00 shifted by the gap: 01:00 -03
+      { cron: "0 0,12 * * *", count: 2, around: [z("2026-09-06T04:00:00"), z("2026-09-06T15:00:00")] }, // as 0 0 and 0 12 apart
+      { cron: "0 0,6,12,18 * * *", count: 4, around: [z("2026-09-06T04:00:00"), z("2026-09-06T09:00:00"), z("2026-09-06T15:00:00"), z("2026-09-06T21:00:00")] },
+      { cron: "0 */12 * * *", count: 1, around: [z("2026-09-06T15:00:00")] }, // a wildcard skips the gap
+      { cron: "0 */6 * * *", count: 3, around: [z("2026-09-06T09:00:00"), z("2026-09-06T15:00:00"), z("2026-09-06T21:00:00")] },
+      { cron: "30 0 * * 0", count: 1, around: [z("2026-09-06T04:30:00")] }, // Sunday 00:30 -> 01:30 -03
+      { cron: "0 * * * *", count: 23, around: [z("2026-09-06T04:00:00"), z("2026-09-06T05:00:00")] },
+    ],
+  },
 ];
 
 function slotsBetween(calendar: SlotCalendar, from: number, until: number): number[] {
@@ -323,6 +354,32 @@ const COMPARED_CRONS = [
   "59 23 31 12 *",
   "0 0 1 */2 *",
 ];
+
+describe("America/Santiago expectations, read back through Intl", () => {
+  // The hand-written instants above, formatted by Intl (not by the code under test) as the wall time they were meant to be.
+  const format = new Intl.DateTimeFormat("en-CA", {
+    timeZone: "America/Santiago",
+    hourCycle: "h23",
+    year: "numeric",
+    month: "2-digit",
+    day: "2-digit",
+    hour: "2-digit",
+    minute: "2-digit",
+    timeZoneName: "shortOffset",
+  });
+  it.each([
+    ["2026-04-04T03:00:00Z", "2026-04-04, 00:00 GMT-3"],
+    ["2026-04-05T02:00:00Z", "2026-04-04, 23:00 GMT-3"],
+    ["2026-04-05T03:00:00Z", "2026-04-04, 23:00 GMT-4"],
+    ["2026-04-05T04:00:00Z", "2026-04-05, 00:00 GMT-4"],
+    ["2026-09-06T03:59:00Z", "2026-09-05, 23:59 GMT-4"],
+    ["2026-09-06T04:00:00Z", "2026-09-06, 01:00 GMT-3"],
+    ["2026-09-06T15:00:00Z", "2026-09-06, 12:00 GMT-3"],
+    ["2026-09-07T03:00:00Z", "2026-09-07, 00:00 GMT-3"],
+  ])("%s is %s", (instant, wall) => {
+    expect(format.format(new Date(instant))).toBe(wall);
+  });
+});
 
 describe("slotCalendar against cron-parser", () => {
   it.each(COMPARED_CRONS)("%s in UTC matches cron-parser's next() and prev()", (cron) => {

@@ -184,3 +184,66 @@ describe.each(DAYS)("DST: $zone $name, ticked through the day", (day) => {
     slots.forEach((slot, index) => expect(Date.parse(slot)).toBe(from + index * 30_000));
   });
 });
+
+/**
+ * America/Santiago moves its clocks at midnight, where the hours a list names
+ * meet the gap and the fold. A list of hours is fixed hours whatever its set
+ * (it fires as its hours would one by one); a written sweep (`*\/n`) is a
+ * wildcard. Instants worked out by hand from Chile's offsets (-03 summer,
+ * -04 winter; test/slot-calendar.test.ts reads them back through Intl).
+ */
+const SANTIAGO_CRONS = {
+  midnight: "0 0 * * *",
+  midnightNoon: "0 0,12 * * *",
+  everyTwelve: "0 */12 * * *",
+  eleven: "0 23 * * *",
+  midnightEleven: "0 0,23 * * *",
+  everyTwentyThree: "0 */23 * * *",
+} as const;
+
+const SANTIAGO_DAYS = [
+  {
+    name: "fall back on 2026-04-05 (24:00 -03 -> 23:00 -04 on the 4th)",
+    from: "2026-04-04T03:00:00Z", // 2026-04-04 00:00 -03
+    to: "2026-04-05T04:00:00Z", // 2026-04-05 00:00 -04, excluded
+    expected: {
+      midnight: ["2026-04-04T03:00:00.000Z"],
+      midnightNoon: ["2026-04-04T03:00:00.000Z", "2026-04-04T15:00:00.000Z"],
+      everyTwelve: ["2026-04-04T03:00:00.000Z", "2026-04-04T15:00:00.000Z"],
+      eleven: ["2026-04-05T02:00:00.000Z"], // the first 23:00 only
+      midnightEleven: ["2026-04-04T03:00:00.000Z", "2026-04-05T02:00:00.000Z"], // was three: 23:00 twice
+      everyTwentyThree: ["2026-04-04T03:00:00.000Z", "2026-04-05T02:00:00.000Z", "2026-04-05T03:00:00.000Z"],
+    },
+  },
+  {
+    name: "spring forward on 2026-09-06 (00:00 -04 -> 01:00 -03)",
+    from: "2026-09-06T04:00:00Z", // 2026-09-06 01:00 -03, the day's first instant
+    to: "2026-09-07T03:00:00Z", // 2026-09-07 00:00 -03, excluded
+    expected: {
+      midnight: ["2026-09-06T04:00:00.000Z"], // 00:00 shifted by the gap: 01:00 -03
+      midnightNoon: ["2026-09-06T04:00:00.000Z", "2026-09-06T15:00:00.000Z"], // was noon alone
+      everyTwelve: ["2026-09-06T15:00:00.000Z"], // a wildcard skips the gap
+      eleven: ["2026-09-07T02:00:00.000Z"],
+      midnightEleven: ["2026-09-06T04:00:00.000Z", "2026-09-07T02:00:00.000Z"],
+      everyTwentyThree: ["2026-09-07T02:00:00.000Z"], // 00:00 is skipped, 23:00 -03 fires
+    },
+  },
+] as const;
+
+describe.each(SANTIAGO_DAYS)("DST: America/Santiago $name, hour lists against written sweeps", (day) => {
+  let store: TestStore;
+  beforeAll(async () => {
+    store = await createTestStore("postgres", "dst_santiago");
+  });
+  afterAll(async () => {
+    await store.dispose();
+  });
+
+  it("fires each entry as its written hour field says, ticked every 10 minutes", async () => {
+    const schedule = Object.entries(SANTIAGO_CRONS).map(([key, cron]) => ({ job, cron, timezone: "America/Santiago", key }));
+    const fired = await slotsByKey(store, schedule, Date.parse(day.from), Date.parse(day.to), 10 * MINUTE);
+    for (const key of Object.keys(SANTIAGO_CRONS) as (keyof typeof SANTIAGO_CRONS)[]) {
+      expect(fired.get(key), `${key}: ${SANTIAGO_CRONS[key]}`).toEqual(day.expected[key]);
+    }
+  });
+});

@@ -53,7 +53,7 @@ describe("validateSchedule", () => {
     expect(problems[0]?.message).toContain("it is empty; write 5 fields");
     expect(problems[1]?.message).toContain("it has 4 fields");
     expect(problems[2]?.message).toContain("it has 7 fields");
-    expect(problems[3]?.message).toContain('the minute field "61" is invalid');
+    expect(problems[3]?.message).toContain('the minute field "61" has 61, outside 0-59');
     expect(problems[4]?.message).toContain('unknown alias "@fortnightly"');
   });
 

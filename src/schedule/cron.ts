@@ -1,6 +1,7 @@
 import { CronExpressionParser } from "cron-parser";
 import type { CronFieldCollection } from "cron-parser";
 import { InvalidCronError } from "../errors.js";
+import { readCronFields } from "./cron-grammar.js";
 
 export interface ParsedCron {
   /** The expression as written. */
@@ -9,7 +10,13 @@ export interface ParsedCron {
   readonly canonical: string;
   /** The second field is anything but {0}, so the cron has second resolution. */
   readonly hasSeconds: boolean;
-  /** The hour set is {0, n, 2n, ...}: DST folds fire twice and gaps are skipped (README, "Catch-up and DST"). */
+  /**
+   * The hour field is written as a sweep of the day (`*`, `*\/n`, `0-23/n`):
+   * DST folds fire twice and gaps are skipped (README, "Catch-up and DST").
+   * A list of hours never is, whatever its set (`0,12` keeps fixed hours),
+   * so this is read from the text, not from the canonical form; it is not
+   * part of the identity (docs/decisions.md).
+   */
   readonly wildcardHour: boolean;
   /** The day of month can never occur in the chosen months (`0 0 30 2 *`). */
   readonly neverMatches: boolean;
@@ -87,8 +94,8 @@ export function parseCron(expression: string): ParsedCron {
     }
   });
 
-  assertListItems(expression, six);
-  const effective = withoutRepeats(six);
+  const text = readCronFields(expression, six);
+  const effective = withoutRepeats(text.fields);
 
   let sets: CronFieldSets;
   let neverMatches = false;
@@ -121,7 +128,7 @@ export function parseCron(expression: string): ParsedCron {
     source: expression,
     canonical: rendered.join(" "),
     hasSeconds,
-    wildcardHour: isWildcardHour(sets.hour),
+    wildcardHour: text.hourSweep,
     neverMatches,
   });
   fieldSets.set(parsed, sets);
@@ -191,12 +198,6 @@ function covers(values: readonly number[], min: number, max: number): boolean {
   return true;
 }
 
-function isWildcardHour(hours: readonly number[]): boolean {
-  const step = hours[1];
-  if (hours[0] !== 0 || step === undefined) return false;
-  return hours.length === Math.floor(23 / step) + 1 && hours.every((hour, index) => hour === index * step);
-}
-
 /** Renders a sorted set of values; equal sets always render the same way. */
 function renderField(values: readonly number[], min: number, max: number): string {
   if (covers(values, min, max)) return "*";
@@ -235,44 +236,17 @@ function renderDayOfWeek(sets: CronFieldSets): string {
 const FIELD_KEYS = ["second", "minute", "hour", "dayOfMonth", "month", "dayOfWeek"] as const;
 
 /**
- * Lists cron-parser and classic cron both refuse, with a message that says
- * what to change: an empty item (`1,,3`, `1,3,`, `,1`) and `d#n` inside a
- * weekday list (`1#2,3`). Both used to slip through withoutRepeats, which
- * read an empty item as 0 and `1#2` as plain Monday.
- */
-function assertListItems(expression: string, six: readonly string[]): void {
-  six.forEach((token, index) => {
-    if (!token.includes(",")) return;
-    const field = FIELD_NAMES[index];
-    if (token.split(",").includes("")) {
-      throw new InvalidCronError(
-        expression,
-        `the ${field} field ${JSON.stringify(token)} has an empty list item (a doubled, leading or trailing comma); remove the extra comma or write the value you meant.`,
-      );
-    }
-    if (index === 5 && token.includes("#")) {
-      throw new InvalidCronError(
-        expression,
-        `the day-of-week field ${JSON.stringify(token)} puts d#n in a list; d#n (1#2 = second Monday) must stand alone, so write one schedule entry for each item of the list, each with its own key.`,
-      );
-    }
-  });
-}
-
-/**
  * cron-parser refuses a list that names a value twice, which classic cron
- * accepts: `0,7` (both Sunday), `1-5,3`. Only such a list field is replaced
- * by the union of what its parts match; every other field reaches
- * cron-parser as written, so it refuses what it refuses. A list whose parts
- * are not plain numbers, ranges and steps (L, d#n) is left to fail.
+ * accepts: `0,7` (both Sunday), `1-5,3`, `L,L`, `5L,FRIL`. Only such a list
+ * field is replaced by the union of what its parts match (numbers, then L
+ * and dL); every other field reaches cron-parser as the grammar wrote it.
  */
 function withoutRepeats(six: readonly string[]): string[] {
   return six.map((token, index) => {
     if (!token.includes(",")) return token;
-    const values = new Set<number>();
+    const values = new Set<number | string>();
     let matchedCount = 0;
     for (const part of token.split(",")) {
-      if (part === "" || part.includes("#")) return token;
       const probe = six.map((_, at) => (at === index ? part : at === 0 ? "0" : "*"));
       let matched: readonly (number | string)[];
       try {
@@ -280,16 +254,17 @@ function withoutRepeats(six: readonly string[]): string[] {
       } catch {
         return token;
       }
-      const partValues = new Set<number>();
+      const partValues = new Set<number | string>();
       for (const value of matched) {
-        if (typeof value !== "number") return token;
-        partValues.add(index === 5 && value === 7 ? 0 : value);
+        if (index !== 5) partValues.add(value);
+        else partValues.add(typeof value === "number" ? value % 7 : value.replace(/^7/, "0"));
       }
       matchedCount += partValues.size;
       for (const value of partValues) values.add(value);
     }
     if (matchedCount === values.size) return token;
-    return [...values].sort((a, b) => a - b).join(",");
+    const numbers = [...values].filter((value): value is number => typeof value === "number").sort((a, b) => a - b);
+    return [...numbers, ...[...values].filter((value) => typeof value === "string").sort()].join(",");
   });
 }
 

@@ -175,8 +175,9 @@ export function resolveSchedule(
     }
 
     if (cron === undefined || broken) return;
-    // Large schedules repeat a few timings many times: share one calendar per timing.
-    const calendarKey = `${cron.canonical}|${timezone}`;
+    // Large schedules repeat a few timings many times: share one calendar per timing. The hour's DST
+    // reading is part of the timing but not of the canonical form (`0,12` and `*/12` differ across DST).
+    const calendarKey = `${cron.canonical}|${cron.wildcardHour}|${timezone}`;
     const calendar = calendars.get(calendarKey) ?? slotCalendar(cron, { timezone });
     calendars.set(calendarKey, calendar);
     const identity = knownIdentity ?? entryIdentity({ jobName: name, key: entry.key, canonicalCron: cron.canonical, timezone });
