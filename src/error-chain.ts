@@ -54,8 +54,10 @@ export const isLockTimeout = (error: unknown): boolean => hasSqlState(error, "55
 /** 57014: the statement was cancelled (by a statement timeout, src/db/statement-timeout.ts, or an operator). */
 export const isCancelled = (error: unknown): boolean => hasSqlState(error, "57014");
 
-/** SQLSTATEs worth retrying: serialization failure, deadlock, admin shutdown; and the 08 connection class. */
-const TRANSIENT_SQLSTATES = new Set(["40001", "40P01", "57P01", "57P02", "57P03"]);
+/** SQLSTATEs worth retrying: serialization failure, deadlock, admin shutdown, the 08 connection class, and
+ * read_only_sql_transaction (25006: cronledger never asks for a read-only transaction, so the server is a
+ * standby or a demoted primary; its connection is replaced, src/db/guarded-socket.ts, and a retry finds the primary). */
+const TRANSIENT_SQLSTATES = new Set(["40001", "40P01", "57P01", "57P02", "57P03", "25006"]);
 const TRANSIENT_NODE_CODES = new Set([
   "ECONNRESET",
   "ECONNREFUSED",

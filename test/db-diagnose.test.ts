@@ -112,6 +112,13 @@ describe("diagnoseDatabaseError", () => {
       persistent: false,
     },
     {
+      name: "a read-only server (a standby, or a primary being demoted)",
+      error: wrapped(serverError("25006", "cannot execute UPDATE in a read-only transaction")),
+      problem: "server_unavailable",
+      says: /server is read-only .*target_session_attrs=read-write/,
+      persistent: false,
+    },
+    {
       name: "TLS handshake failure on the client side",
       error: wrapped(socketError("EPROTO", "write EPROTO 0020B0F7:error:0A00010B:SSL routines:ssl3_get_record:wrong version number")),
       problem: "tls_failed",

@@ -83,6 +83,12 @@ const DRIVERS: readonly Driver[] = [
     const client = postgres(url, { max: 3, onnotice: () => {} });
     return { app: drizzlePostgresJs(client) as unknown as AppDb, end: () => client.end({ timeout: 5 }) };
   }),
+  // An application that turned postgres.js's array-types query off (as cronledger does for its own pool): cronledger's
+  // array parameters travel as array literals, so they need no array types from the driver.
+  postgresDriver("postgres-js-no-fetch-types", (url) => {
+    const client = postgres(url, { max: 3, onnotice: () => {}, fetch_types: false });
+    return { app: drizzlePostgresJs(client) as unknown as AppDb, end: () => client.end({ timeout: 5 }) };
+  }),
   postgresDriver("node-postgres", (url) => {
     const pool = new pg.Pool({ connectionString: url, max: 3 });
     return { app: drizzleNodePostgres(pool) as unknown as AppDb, end: () => pool.end() };

@@ -7,6 +7,8 @@ import { resolve } from "node:path";
 import postgres from "postgres";
 import { ConfigError } from "../errors.js";
 import type { Executor } from "./executor.js";
+import { guardedSockets } from "./guarded-socket.js";
+import { resolveTargets } from "./hosts.js";
 import { templateFor } from "./pglite-template.js";
 import { resolvePostgresSettings, type DatabaseSetting, type PostgresSettings } from "./settings.js";
 import { withReservedTransactions } from "./reserved-begin.js";
@@ -47,9 +49,11 @@ function countingLogger(statements: { count: number }): DrizzleLogger {
 
 function redactUrl(url: string): string {
   try {
-    const parsed = new URL(url);
-    parsed.password = "";
-    return `PostgreSQL ${parsed.protocol}//${parsed.username ? `${parsed.username}@` : ""}${parsed.host}${parsed.pathname}`;
+    // Several hosts (db1:5432,db2:5432) are not one URL host: parse with the first, show them all.
+    const hosts = /^[a-z]+:\/\/(?:[^@/?#]*@)?([^/?#]*)/i.exec(url)?.[1] ?? "";
+    const parsed = new URL(url.replace(hosts, hosts.split(",")[0] ?? ""));
+    const target = /[?&]target_session_attrs=([^&#]*)/.exec(url)?.[1];
+    return `PostgreSQL ${parsed.protocol}//${parsed.username ? `${parsed.username}@` : ""}${hosts}${parsed.pathname}${target ? ` (target_session_attrs=${target})` : ""}`;
   } catch {
     return "PostgreSQL";
   }
@@ -74,6 +78,33 @@ function describePostgres(settings: PostgresSettings): string {
   return `${base} through PgBouncer (transaction pooling; ${wakeUps})`;
 }
 
+/**
+ * A postgres.js pool for cronledger's own statements. `fetch_types: false`:
+ * postgres.js 3.4 otherwise runs an array-types query as the first statement
+ * of every new connection and drops its promise, so a server that terminates
+ * or cancels that statement (a restart, a failover, pg_terminate_backend, a
+ * statement timeout) ends the process with an unhandled rejection
+ * (porsager/postgres#1192, #1205). cronledger sends its arrays as array
+ * literals with explicit casts (`arrayLiteral`, src/db/sql/fragments.ts) and
+ * reads none, so it needs no array types. Its connections go through
+ * src/db/guarded-socket.ts, which picks the host and keeps a terminated
+ * backend's error from reaching the next statement.
+ */
+function openPool(url: string, options: postgres.Options<Record<string, postgres.PostgresType>>): postgres.Sql {
+  const targets = resolveTargets(url);
+  const first = targets.endpoints[0];
+  // `socket` is a postgres.js option its types leave out (its README, "Custom socket").
+  const guarded: { socket: ReturnType<typeof guardedSockets> } = { socket: guardedSockets(targets) };
+  return postgres(targets.driverUrl, {
+    ...options,
+    ...guarded,
+    fetch_types: false,
+    // One host and no TLS as far as postgres.js knows: the socket does both (src/db/hosts.ts says why).
+    ...(first === undefined ? {} : { host: first.host, port: first.port }),
+    ssl: false,
+  });
+}
+
 function openPostgres(settings: PostgresSettings): Database {
   const statements = { count: 0 };
   const connection = { application_name: "cronledger" };
@@ -81,7 +112,7 @@ function openPostgres(settings: PostgresSettings): Database {
   // max_pipeline is a postgres.js option its types leave out (its src/index.js reads it; default 100).
   // 0: one query in flight per connection, transactions on reserved connections (src/db/reserved-begin.ts).
   const pipelining: { max_pipeline: number } = { max_pipeline: settings.pipeline ? 100 : 0 };
-  const pooled = postgres(settings.url, {
+  const pooled = openPool(settings.url, {
     ...pipelining,
     max: settings.poolSize,
     prepare: settings.prepare,
@@ -99,7 +130,7 @@ function openPostgres(settings: PostgresSettings): Database {
       ? undefined
       : settings.listenUrl === settings.url
         ? client
-        : postgres(settings.listenUrl, { max: 1, onnotice: () => {}, backoff, connection });
+        : openPool(settings.listenUrl, { max: 1, onnotice: () => {}, backoff, connection });
   const db = drizzlePostgres(client, { logger: countingLogger(statements) }) as unknown as Executor;
   const timed = new Map<number, Executor>();
   return {

@@ -85,6 +85,14 @@ export function diagnoseDatabaseError(error: unknown): DatabaseDiagnosis | undef
       false,
     );
   }
+  const readOnly = withCode(errors, (code) => code === "25006");
+  if (readOnly) {
+    return diagnosis(
+      "server_unavailable",
+      `the server is read-only (${firstLine(readOnly.message)}): a standby, or a primary being demoted. cronledger reconnects; with a primary and standbys, list them all in ${URL_HINT} with target_session_attrs=read-write (docs/operations.md, "High availability").`,
+      false,
+    );
+  }
   const unavailable = withCode(errors, (code) => code === "57P03" || code === "57P01" || code === "57P02");
   if (unavailable) {
     return diagnosis("server_unavailable", `the server is not accepting connections right now (${firstLine(unavailable.message)}); cronledger retries until it is back.`, false);

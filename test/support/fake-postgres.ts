@@ -26,7 +26,8 @@ const SSL_REQUEST = 80_877_103;
 const GSS_REQUEST = 80_877_104;
 const PROTOCOL_3 = 196_608;
 
-function message(type: string, body: Buffer): Buffer {
+/** One typed protocol message: its type letter, its length, its body. */
+export function message(type: string, body: Buffer): Buffer {
   const header = Buffer.alloc(5);
   header.write(type, 0, "latin1");
   header.writeInt32BE(body.length + 4, 1);

@@ -21,3 +21,11 @@ export function withDatabase(url: string, database: string): string {
   parsed.pathname = `/${database}`;
   return parsed.toString();
 }
+
+/** The same URL on another port of 127.0.0.1 (a proxy in front of the server). */
+export function withPort(url: string, port: number): string {
+  const parsed = new URL(url);
+  parsed.hostname = "127.0.0.1";
+  parsed.port = String(port);
+  return parsed.toString();
+}

@@ -13,12 +13,15 @@ export interface SwitchProxy {
   target(port: number): void;
   /** Stops listening and cuts every open connection: new ones are refused. */
   refuse(): Promise<void>;
+  /** Stops passing what the far end sends on the open connections (it piles up unread), as a stalled link does. */
+  hold(): void;
   close(): Promise<void>;
 }
 
 export async function startSwitchProxy(targetPort: number): Promise<SwitchProxy> {
   let target = targetPort;
   const open = new Set<Socket>();
+  const upstreams = new Set<Socket>();
   const server: Server = createServer((client) => {
     const upstream = connect(target, "127.0.0.1");
     for (const socket of [client, upstream]) {
@@ -26,6 +29,8 @@ export async function startSwitchProxy(targetPort: number): Promise<SwitchProxy>
       socket.on("close", () => open.delete(socket));
       socket.on("error", () => socket.destroy());
     }
+    upstreams.add(upstream);
+    upstream.on("close", () => upstreams.delete(upstream));
     client.pipe(upstream).pipe(client);
     client.on("close", () => upstream.destroy());
     upstream.on("close", () => client.destroy());
@@ -45,6 +50,12 @@ export async function startSwitchProxy(targetPort: number): Promise<SwitchProxy>
     target(next) {
       target = next;
       cut();
+    },
+    hold() {
+      for (const upstream of upstreams) {
+        upstream.unpipe();
+        upstream.pause();
+      }
     },
     async refuse() {
       const closed = stop();

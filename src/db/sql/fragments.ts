@@ -1,4 +1,4 @@
-import { sql, type SQL, type SQLWrapper } from "drizzle-orm";
+import { sql, type Param, type SQL, type SQLWrapper } from "drizzle-orm";
 import type { AnyPgColumn } from "drizzle-orm/pg-core";
 
 /**
@@ -33,7 +33,22 @@ export function name(column: AnyPgColumn): SQL {
   return sql`${sql.identifier(column.name)}`;
 }
 
+/**
+ * A JavaScript array as one parameter holding a PostgreSQL array literal
+ * (`{"a","b",NULL}`), to be cast to its type: every driver sends it as text,
+ * whatever it knows of array types. cronledger's own postgres.js pool runs
+ * with `fetch_types: false` (src/db/connection.ts says why), where a
+ * JavaScript array would be sent as "a,b"; an application's postgres.js, on
+ * whose transaction `enqueue(..., { db: tx })` runs, may have either setting.
+ */
+export function arrayLiteral(values: readonly (string | number | null | undefined)[]): Param {
+  const elements = values.map((value) =>
+    value === null || value === undefined ? "NULL" : typeof value === "number" ? String(value) : `"${value.replace(/[\\"]/g, "\\$&")}"`,
+  );
+  return sql.param(`{${elements.join(",")}}`);
+}
+
 /** A JavaScript array as one parameter, cast to `type[]`: a constant parameter count whatever its length. */
-export function array(values: readonly unknown[], type: "text" | "int" | "bigint" | "float8"): SQL {
-  return sql`${sql.param([...values])}::${sql.raw(type)}[]`;
+export function array(values: readonly (string | number | null)[], type: "text" | "int" | "bigint" | "float8"): SQL {
+  return sql`${arrayLiteral(values)}::${sql.raw(type)}[]`;
 }

@@ -3,7 +3,7 @@ import { alias } from "drizzle-orm/pg-core";
 import { LeaseExpiredError } from "../../errors.js";
 import { jobs } from "../../schema.js";
 import { query, type Executor } from "../executor.js";
-import { array, clock, epochMs, milliseconds, name } from "./fragments.js";
+import { array, arrayLiteral, clock, epochMs, milliseconds, name } from "./fragments.js";
 import { registerWorker, type WorkerRegistration } from "./workers.js";
 
 /**
@@ -83,7 +83,7 @@ export function jobInsertCtes(select: SQL): SQL {
 
 /** Inserts any number of jobs in one statement: columns travel as parallel arrays through unnest, a constant 11 parameters. */
 export async function insertJobs(executor: Executor, rows: readonly NewJobRow[]): Promise<InsertedJob[]> {
-  const column = <K extends keyof NewJobRow>(key: K) => sql.param(rows.map((row) => row[key]));
+  const column = <K extends keyof NewJobRow>(key: K) => arrayLiteral(rows.map((row) => row[key]));
   return query<InsertedJob>(
     executor,
     sql`
@@ -220,9 +220,8 @@ export interface CompletionRow {
  * back is never overwritten by its old worker.
  */
 export async function completeJobs(executor: Executor, workerId: string, rows: readonly CompletionRow[], now?: Date): Promise<void> {
-  const column = <K extends keyof CompletionRow>(key: K) => sql.param(rows.map((row) => row[key]));
-  // Booleans travel as 0/1: postgres.js sends a JavaScript array of booleans as one boolean, not as bool[].
-  const returned = sql.param(rows.map((row) => (row.returned ? 1 : 0)));
+  const column = <K extends Exclude<keyof CompletionRow, "returned">>(key: K) => arrayLiteral(rows.map((row) => row[key]));
+  const returned = arrayLiteral(rows.map((row) => (row.returned ? 1 : 0)));
   await executor.execute(
     sql`with done as (
           update ${jobs} as j set

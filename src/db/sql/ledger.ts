@@ -2,7 +2,7 @@ import { sql } from "drizzle-orm";
 import { alias } from "drizzle-orm/pg-core";
 import { scheduleState, scheduleVersions } from "../../schema.js";
 import { query, type Executor } from "../executor.js";
-import { array, clock, epochMs, milliseconds, name } from "./fragments.js";
+import { array, arrayLiteral, clock, epochMs, milliseconds, name } from "./fragments.js";
 import { jobInsertCtes } from "./jobs.js";
 
 /**
@@ -101,10 +101,10 @@ export async function runPass(executor: Executor, input: PassInput): Promise<Pas
             false as claimed, null as created_ms, false as repaired, null as job_id, false as locked, null as quarantined_until_ms`,
     );
   }
-  const entry = <K extends keyof PassEntry>(key: K) => sql.param(input.entries.map((row) => row[key]));
-  const slot = <K extends keyof PassSlot>(key: K) => sql.param(input.slots.map((row) => row[key]));
-  const knownStart = sql.param(input.entries.map((row) => (row.knownLedgerMs === null ? null : new Date(row.knownLedgerMs).toISOString())));
-  const slotAt = sql.param(input.slots.map((row) => new Date(row.slotMs).toISOString()));
+  const entry = <K extends keyof PassEntry>(key: K) => arrayLiteral(input.entries.map((row) => row[key]));
+  const slot = <K extends keyof PassSlot>(key: K) => arrayLiteral(input.slots.map((row) => row[key]));
+  const knownStart = arrayLiteral(input.entries.map((row) => (row.knownLedgerMs === null ? null : new Date(row.knownLedgerMs).toISOString())));
+  const slotAt = arrayLiteral(input.slots.map((row) => new Date(row.slotMs).toISOString()));
   const ledgerMs = epochMs(s.lastEnqueuedSlot);
   const lockWaitMs = input.lockWaitMs ?? null;
   // set_config(..., true) lasts until the end of this statement's own transaction; the join makes it run before any row is locked.
