@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createAdminHandler } from "../src/admin/handler.js";
 import { createCronledger, type Cronledger } from "../src/cronledger.js";
 import { query } from "../src/db/connection.js";
+import { array } from "../src/db/sql/fragments.js";
 import { defineJob } from "../src/jobs/define-job.js";
 import { silentLogger } from "../src/log.js";
 import type { ScheduleEntry } from "../src/schedule/define-schedule.js";
@@ -40,7 +41,7 @@ beforeAll(async () => {
           select ${job.name}, case when s = 1 and k.i > ${Math.floor(size / 2)} then 'failed' else 'succeeded' end, 1, 1, k.key,
                  now() - s * interval '365 days', now() - s * interval '365 days', now() - s * interval '365 days', now() - s * interval '365 days',
                  case when s = 1 and k.i > ${Math.floor(size / 2)} then 'Error: upstream said 503' end
-          from generate_series(1, ${RUNS}) as s, unnest(${sql.param(keys)}::text[]) with ordinality as k(key, i)`,
+          from generate_series(1, ${RUNS}) as s, unnest(${array(keys, "text")}) with ordinality as k(key, i)`,
     );
     ledgers.set(size, ledger);
   }
