@@ -4,6 +4,7 @@ import { pathToFileURL } from "node:url";
 import postgres from "postgres";
 import { createCronledger, defineJob, silentLogger, type ScheduleEntry } from "../src/index.js";
 import { dropDatabase, envList, envNumber, formatNumber, formatSpread, freshDatabase, markdownTable, median, printSection, spread } from "./support.js";
+import { TRUNCATE_JOBS } from "./history.js";
 
 const job = defineJob({ name: "bench.tick", run: () => {} });
 const HOUR = 3_600_000;
@@ -46,7 +47,7 @@ async function timed<T>(work: () => Promise<T>): Promise<[T, number]> {
 
 async function tickRound(url: string, size: number): Promise<TickRound> {
   const probe = postgres(url, { max: 1, onnotice: () => {} });
-  await probe`truncate cronledger.jobs, cronledger.schedule_state, cronledger.schedule_versions`;
+  await probe.unsafe(`${TRUNCATE_JOBS}, cronledger.schedule_state, cronledger.schedule_versions`);
   await probe.end({ timeout: 1 });
   const before = memory();
   const loadStarted = performance.now();
