@@ -114,6 +114,20 @@ async function createDay(executor: Executor, day: string): Promise<void> {
 }
 
 /**
+ * Makes the partition of the UTC day of `day` if it does not exist (rows the
+ * default partition holds for it move in): for loading history that finished
+ * on earlier days. Returns whether it made one.
+ */
+export async function createHistoryPartition(executor: Executor, day: Date): Promise<boolean> {
+  const wanted = compact(day);
+  const existing = await historyPartitions(executor);
+  const legacyEnd = existing.find((partition) => partition.kind === "legacy")?.day ?? "";
+  if (wanted < legacyEnd || existing.some((partition) => partition.kind === "day" && partition.day === wanted)) return false;
+  await createDay(executor, wanted);
+  return true;
+}
+
+/**
  * Makes the partitions of today and PARTITION_DAYS_AHEAD days ahead, and of
  * any day the default partition holds rows for, that do not exist yet.
  * Always by the database clock: `finished_at` is written by it, whatever

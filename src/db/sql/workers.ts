@@ -109,7 +109,7 @@ export async function failUnregisteredJobs(executor: Executor, olderThanMs: numb
             and ${unknownToLiveWorkers(sql`${q.jobName}`, sql`${q.queue}`)}
           for update skip locked
         ), moved as (
-          delete from ${jobQueue} as j using doomed where ${j.id} = doomed.id
+          delete from ${jobQueue} as j where ${j.id} = any(array(select id from doomed))
           returning ${movedToHistory({ status: sql`'failed'`, outcome: sql`null::text`, lastError: error })}
         ), ${archiveCtes()}
         select count(*)::int as n from moved`,
