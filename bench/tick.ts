@@ -52,7 +52,7 @@ async function tickRound(url: string, size: number): Promise<TickRound> {
   const before = memory();
   const loadStarted = performance.now();
   const schedule: ScheduleEntry[] = Array.from({ length: size }, (_, index) => ({ job, cron: "0 * * * *", key: `e${index}` }));
-  const ledger = createCronledger({ database: { url, poolSize: 4 }, jobs: [job], schedule, logger: silentLogger, metrics: false });
+  const ledger = createCronledger({ database: { url, poolSize: 4 }, jobs: [job], schedule, logger: silentLogger, metrics: false, passTimeout: "5m" });
   const loadMs = performance.now() - loadStarted;
   try {
     const [, createPassMs] = await timed(() => ledger.tick({ now: new Date(START + 1_000) }));

@@ -13,7 +13,9 @@ import { jobInsertCtes } from "./jobs.js";
  * ready-queue statistics and counts. Built on the tables of src/schema.ts
  * like src/db/sql/jobs.ts, which holds the data path: live jobs are in
  * `job_queue`, finished ones in `job_history` (partitioned by day, so a
- * read of it that no day bound narrows looks at every day's partition).
+ * read of it that no day bound narrows looks at every day's partition;
+ * `finished_at <= now()` leaves out the days made ahead, which a job
+ * finishing by the database clock cannot be in yet).
  */
 
 // ---------------------------------------------------------------- failures and their retries
@@ -54,7 +56,7 @@ export async function failedJobs(
                ${epochMs(h.scheduledFor)} as scheduled_for_ms,
                ${h.scheduleKey} as schedule_key, ${h.idempotencyKey} as idempotency_key, ${h.retryPolicy}::text as retry_policy
         from ${jobHistory}
-        where ${h.status} = 'failed'
+        where ${h.status} = 'failed' and ${h.finishedAt} <= now()
           ${filter.jobName === undefined ? sql`` : sql`and ${h.jobName} = ${filter.jobName}`}
           ${
             before === undefined || before === null
@@ -169,7 +171,7 @@ export async function entryRuns(executor: Executor, keys: readonly string[], lim
     limit === 1
       ? sql`select ${run(r, { outcome: sql`${r.outcome}`, finishedAt: epochMs(r.finishedAt) })} from ${scheduleLastRuns} where ${r.scheduleKey} = k.key`
       : sql`select ${run(h, { outcome: sql`${h.outcome}`, finishedAt: epochMs(h.finishedAt) })} from ${jobHistory}
-          where ${h.scheduleKey} = k.key order by ${h.scheduledFor} desc, ${h.id} desc limit ${limit}`;
+          where ${h.scheduleKey} = k.key and ${h.finishedAt} <= now() order by ${h.scheduledFor} desc, ${h.id} desc limit ${limit}`;
   return query<EntryRunRow>(
     executor,
     sql`select k.key as schedule_key, r.* from unnest(${array(keys, "text")}) as k(key)
