@@ -1,13 +1,16 @@
-// `npm run bench:growth`: the sizes users grow into. The tick over 100,000 entries, and the jobs
-// table with 10 million finished rows (made by generate_series, not enqueued): claim latency and
-// drain beside an empty table, in alternating rounds, then retention deleting 1 million of them.
-// Both databases are dropped at the end (they take a few GB); BENCH_KEEP=1 keeps them.
+// `npm run bench:growth`: the sizes users grow into. The tick over 100,000 entries, and a history
+// of 10 million finished jobs, 1 million a day for 10 days (made by generate_series, not enqueued;
+// 1 in 100 a run of one of 1,000 schedule entries): claim latency, drain, status() and the Schedule
+// page beside an empty database, in alternating rounds, then retention of the oldest day.
+// Both databases are dropped at the end (they take a few GB); BENCH_KEEP=1 keeps them. Smaller:
+// BENCH_HISTORY_ROWS=1000000 BENCH_RETENTION_ROWS=100000 (rows per day) BENCH_GROWTH_PARTS=claims,retention.
 import type { SQL } from "drizzle-orm";
 import { PgDialect } from "drizzle-orm/pg-core";
 import { pathToFileURL } from "node:url";
 import postgres from "postgres";
 import { z } from "zod";
-import { createCronledger, defineJob, silentLogger, type Cronledger } from "../src/index.js";
+import { createAdminHandler, createCronledger, defineJob, silentLogger, type Cronledger } from "../src/index.js";
+import { generateHistory, historySize, TRUNCATE_JOBS } from "./history.js";
 import {
   dropDatabase,
   envList,
@@ -29,7 +32,9 @@ const SETTINGS = {
   tickEntries: envNumber("BENCH_GROWTH_ENTRIES", 100_000),
   tickRounds: envNumber("BENCH_GROWTH_TICK_ROUNDS", 3),
   historyRows: envNumber("BENCH_HISTORY_ROWS", 10_000_000),
+  /** Rows per day of history: retention drops one such day. */
   retentionRows: envNumber("BENCH_RETENTION_ROWS", 1_000_000),
+  statusEntries: envNumber("BENCH_GROWTH_STATUS_ENTRIES", 1_000),
   rounds: envNumber("BENCH_GROWTH_ROUNDS", 3),
   drainJobs: envNumber("BENCH_GROWTH_DRAIN_JOBS", 20_000),
   latencySamples: envNumber("BENCH_LATENCY_SAMPLES", 200),
@@ -68,40 +73,30 @@ function timeStatements(ledger: Cronledger): TimedStatement[] {
   return log;
 }
 
-const isClaim = (entry: TimedStatement) => /^update "cronledger"."jobs" as j\s+set "status" = 'running'/.test(entry.text);
+const isClaim = (entry: TimedStatement) => /^update "cronledger"."job_queue" as j\s+set "status" = 'running'/.test(entry.text);
 
 // ---- the history ---------------------------------------------------------------------------------
 
+/** The job of the schedule entries whose runs the history holds, and their schedule (every minute, keys e0, e1, ...). */
+const scheduled = defineJob({ name: "bench.scheduled", run: () => {} });
+const statusSchedule = () => Array.from({ length: SETTINGS.statusEntries }, (_, index) => ({ job: scheduled, cron: "* * * * *", key: `e${index}` }));
+
 /**
- * Finished rows as the worker leaves them, oldest first, one every 50 ms
- * back from an hour ago; one in fifty failed. The oldest `retentionRows`
- * are past the 7-day retention at the instant `pruneAt` returns.
+ * `retentionRows` finished rows a day for historyRows / retentionRows whole UTC days, ending at
+ * the start of today; one in fifty failed, one in a hundred a run of one of the status entries.
+ * Returns the instant at which retention's 7 days make the oldest day, and only it, droppable.
  */
-async function generateHistory(url: string): Promise<{ pruneAt: Date; seconds: number }> {
-  const sql = postgres(url, { max: 1, onnotice: () => {} });
-  const started = performance.now();
-  try {
-    // Indexes are built after the rows (as a restore would), which is minutes faster than row by row.
-    const indexes = await sql<{ name: string; definition: string }[]>`
-      select indexname as name, indexdef as definition from pg_indexes
-      where schemaname = 'cronledger' and tablename = 'jobs' and indexname <> 'jobs_pkey'`;
-    for (const index of indexes) await sql.unsafe(`drop index cronledger."${index.name}"`);
-    await sql`set synchronous_commit = off`;
-    await sql.unsafe(`
-      insert into cronledger.jobs (job_name, queue, payload, status, priority, run_at, attempts, max_attempts, created_at, started_at, finished_at, last_error)
-      select 'bench.history', 'default', '{}'::jsonb, case when g % 50 = 0 then 'failed' else 'succeeded' end, 0, t, 1, 5, t, t,
-        t + interval '3 milliseconds', case when g % 50 = 0 then 'Error: downstream said no' end
-      from generate_series(1, ${SETTINGS.historyRows}) as g,
-        lateral (select now() - interval '1 hour' - (${SETTINGS.historyRows} - g) * interval '50 milliseconds' as t) as x`);
-    for (const index of indexes) await sql.unsafe(index.definition);
-    await sql`vacuum (analyze) cronledger.jobs`;
-    const [row] = await sql<{ at: Date }[]>`
-      select finished_at as at from cronledger.jobs order by id offset ${SETTINGS.retentionRows - 1} limit 1`;
-    if (row === undefined) throw new Error("bench: no history rows were generated");
-    return { pruneAt: new Date(row.at.getTime() + RETENTION_MS + 1), seconds: (performance.now() - started) / 1000 };
-  } finally {
-    await sql.end({ timeout: 1 });
-  }
+async function fillHistory(url: string, ledgerKeys: readonly string[]): Promise<{ pruneAt: Date; seconds: number }> {
+  const today = Math.floor(Date.now() / DAY_MS) * DAY_MS;
+  const days = Math.ceil(SETTINGS.historyRows / SETTINGS.retentionRows);
+  const seconds = await generateHistory(url, {
+    rows: SETTINGS.historyRows,
+    end: new Date(today),
+    spacingMs: DAY_MS / SETTINGS.retentionRows,
+    scheduleKeys: ledgerKeys,
+    scheduledEvery: 100,
+  });
+  return { pruneAt: new Date(today - (days - 1) * DAY_MS + RETENTION_MS + 3_600_000), seconds };
 }
 
 // ---- claims and drains ---------------------------------------------------------------------------
@@ -199,18 +194,29 @@ async function explainClaim(url: string): Promise<string> {
     return claim === undefined ? "(no claim captured)" : await explain(url, claim.statement);
   } finally {
     const cleanup = postgres(url, { max: 1, onnotice: () => {} });
-    await cleanup`delete from cronledger.jobs where job_name = 'bench.explain'`;
+    await cleanup`delete from cronledger.job_queue where job_name = 'bench.explain'`;
     await cleanup.end({ timeout: 1 });
     await ledger.close();
   }
 }
 
-async function statusSeconds(url: string): Promise<number> {
-  const ledger = createCronledger({ database: { url, poolSize: 2 }, logger: silentLogger, chores: false });
+/** status() and the Schedule page with the status entries, `rounds` times each (ms). */
+async function statusAndPage(url: string): Promise<{ status: number[]; page: number[] }> {
+  const ledger = createCronledger({ database: { url, poolSize: 2 }, jobs: [scheduled], schedule: statusSchedule(), logger: silentLogger, chores: false });
+  const handler = createAdminHandler(ledger, { token: "bench-token-0123456789" });
+  const timings = { status: [] as number[], page: [] as number[] };
   try {
-    const started = performance.now();
-    await ledger.status();
-    return (performance.now() - started) / 1000;
+    for (let round = 0; round < 5; round += 1) {
+      let started = performance.now();
+      await ledger.status();
+      timings.status.push(performance.now() - started);
+      started = performance.now();
+      const page = await handler(new Request("http://127.0.0.1/admin/scheduler", { headers: { authorization: "Bearer bench-token-0123456789" } }));
+      if (page.status !== 200) throw new Error(`bench: the page answered ${page.status}`);
+      await page.text();
+      timings.page.push(performance.now() - started);
+    }
+    return timings;
   } finally {
     await ledger.close();
   }
@@ -218,39 +224,16 @@ async function statusSeconds(url: string): Promise<number> {
 
 // ---- retention -----------------------------------------------------------------------------------
 
-/** The first statement retention sends, captured by a run that stops before it reaches the database. */
-async function firstRetentionStatement(url: string, pruneAt: Date): Promise<SQL | undefined> {
-  const ledger = createCronledger({ database: { url, poolSize: 2 }, logger: silentLogger, chores: true });
-  const db = ledger.database.db;
-  const execute = db.execute.bind(db);
-  let captured: SQL | undefined;
-  const stop = new Error("captured");
-  db.execute = (async (statement: SQL) => {
-    if (!/delete from "cronledger"."jobs"/.test(dialect.sqlToQuery(statement).sql)) return execute(statement);
-    captured = statement;
-    throw stop;
-  }) as typeof db.execute;
-  try {
-    await ledger.prune({ now: pruneAt }).catch((error: unknown) => {
-      if (error !== stop) throw error;
-    });
-    return captured;
-  } finally {
-    await ledger.close();
-  }
-}
-
-async function retention(url: string, pruneAt: Date): Promise<{ rows: number; statements: number; longestMs: number; totalS: number; plan: string }> {
-  const first = await firstRetentionStatement(url, pruneAt);
-  const plan = first === undefined ? "(no delete statement captured)" : await explain(url, first);
+/** Retention at `pruneAt` (the oldest day past 7 days): every statement it sends, timed. */
+async function retention(url: string, pruneAt: Date): Promise<{ rows: number; statements: number; longestMs: number; longest: string; totalS: number }> {
   const ledger = createCronledger({ database: { url, poolSize: 2 }, logger: silentLogger, chores: true });
   const statements = timeStatements(ledger);
   try {
     const started = performance.now();
     const removed = await ledger.prune({ now: pruneAt });
     const totalS = (performance.now() - started) / 1000;
-    const deletes = statements.filter((entry) => /delete from "cronledger"."jobs"/.test(entry.text)).map((entry) => entry.ms);
-    return { rows: removed.jobRows, statements: deletes.length, longestMs: Math.max(0, ...deletes), totalS, plan };
+    const longest = statements.reduce((max, entry) => (entry.ms > max.ms ? entry : max), { text: "", ms: 0 } as Pick<TimedStatement, "text" | "ms">);
+    return { rows: removed.jobRows, statements: statements.length, longestMs: longest.ms, longest: longest.text.replace(/\s+/g, " ").slice(0, 120), totalS };
   } finally {
     await ledger.close();
   }
@@ -271,17 +254,18 @@ export async function runGrowthBench(): Promise<void> {
   const names = { empty: "cronledger_bench_growth_empty", history: "cronledger_bench_growth_history" } as const;
   const urls = { empty: await freshDatabase(names.empty), history: await freshDatabase(names.history) };
   try {
+    let ledgerKeys: string[] = [];
     for (const url of Object.values(urls)) {
-      const ledger = createCronledger({ database: { url, poolSize: 2 }, logger: silentLogger });
+      // Migrated, and the status entries' ledger rows made by a pass.
+      const ledger = createCronledger({ database: { url, poolSize: 2 }, jobs: [scheduled], schedule: statusSchedule(), logger: silentLogger, chores: false });
       await ledger.migrate();
+      await ledger.tick();
+      ledgerKeys = ledger.entries.map((entry) => entry.ledgerKey);
       await ledger.close();
     }
-    const generated = await generateHistory(urls.history);
+    const generated = await fillHistory(urls.history, ledgerKeys);
     console.log(`\ngenerated ${formatNumber(SETTINGS.historyRows)} finished rows (indexes and VACUUM ANALYZE included) in ${generated.seconds.toFixed(0)} s`);
-    const sizes = postgres(urls.history, { max: 1, onnotice: () => {} });
-    const [size] = await sizes<{ table: string; indexes: string }[]>`
-      select pg_size_pretty(pg_table_size('cronledger.jobs')) as table, pg_size_pretty(pg_indexes_size('cronledger.jobs')) as indexes`;
-    await sizes.end({ timeout: 1 });
+    const size = await historySize(urls.history);
 
     const results = { empty: [] as Round[], history: [] as Round[] };
     for (let round = 0; round < (parts.includes("claims") ? SETTINGS.rounds : 0); round += 1) {
@@ -292,7 +276,7 @@ export async function runGrowthBench(): Promise<void> {
         // The empty table starts every round empty; the history keeps the few drained rows, as a live table would.
         if (which === "empty") {
           const sql = postgres(urls.empty, { max: 1, onnotice: () => {} });
-          await sql`truncate cronledger.jobs`;
+          await sql.unsafe(TRUNCATE_JOBS);
           await sql.end({ timeout: 1 });
         }
       }
@@ -301,11 +285,11 @@ export async function runGrowthBench(): Promise<void> {
     if (parts.includes("retention")) {
       const pruned = await retention(urls.history, generated.pruneAt);
       printSection(
-        `Retention deleting the ${formatNumber(SETTINGS.retentionRows)} oldest of ${formatNumber(SETTINGS.historyRows)} finished rows (batches of 1,000, the default)`,
+        `Retention of the oldest day (${formatNumber(SETTINGS.retentionRows)} rows) of ${formatNumber(SETTINGS.historyRows)} finished rows: the whole prune chore's job part`,
         markdownTable(
-          ["rows deleted", "statements", "longest statement", "total", "rows/s"],
-          [[formatNumber(pruned.rows), formatNumber(pruned.statements), `${pruned.longestMs.toFixed(1)} ms`, `${pruned.totalS.toFixed(1)} s`, formatNumber(pruned.rows / pruned.totalS)]],
-        ) + "\n\nThe first batch's plan, with the whole backlog there (EXPLAIN (ANALYZE, BUFFERS), rolled back):\n\n```\n" + pruned.plan + "\n```",
+          ["rows removed", "statements", "longest statement", "total"],
+          [[formatNumber(pruned.rows), formatNumber(pruned.statements), `${pruned.longestMs.toFixed(1)} ms`, `${(pruned.totalS * 1000).toFixed(0)} ms`]],
+        ) + `\n\nThe longest: \`${pruned.longest}\``,
       );
     }
   } finally {
@@ -320,7 +304,7 @@ async function claimTables(urls: { empty: string; history: string }, results: { 
   const figure = (which: "empty" | "history", pick: (round: Round) => number) => spread(results[which].map(pick));
   const rounds = `${SETTINGS.rounds} round${SETTINGS.rounds === 1 ? "" : "s"}, alternating`;
   printSection(
-    `Jobs table with ${formatNumber(SETTINGS.historyRows)} finished rows (${size?.table} heap, ${size?.indexes} indexes) beside an empty one (median (min–max) of ${rounds})`,
+    `History of ${formatNumber(SETTINGS.historyRows)} finished jobs (${size?.table} heap, ${size?.indexes} indexes) beside an empty one (median (min–max) of ${rounds})`,
     markdownTable(
       ["figure", "empty table", `${formatNumber(SETTINGS.historyRows)} finished rows`, "history / empty"],
       [
@@ -335,7 +319,17 @@ async function claimTables(urls: { empty: string; history: string }, results: { 
     ),
   );
   printSection("The claim for one ready job, with the history (EXPLAIN (ANALYZE, BUFFERS), rolled back)", "```\n" + (await explainClaim(urls.history)) + "\n```");
-  console.log(`\nstatus() (the admin status; it counts jobs by queue and status): ${(await statusSeconds(urls.empty)).toFixed(3)} s on the empty table, ${(await statusSeconds(urls.history)).toFixed(3)} s with the history`);
+  const reads = { empty: await statusAndPage(urls.empty), history: await statusAndPage(urls.history) };
+  printSection(
+    `status() and the Schedule page, ${formatNumber(SETTINGS.statusEntries)} entries (median (min–max) of 5, ms)`,
+    markdownTable(
+      ["figure", "empty database", `${formatNumber(SETTINGS.historyRows)} finished rows`, "history / empty"],
+      [
+        row("status()", spread(reads.empty.status), spread(reads.history.status), 1),
+        row("Schedule page", spread(reads.empty.page), spread(reads.history.page), 1),
+      ],
+    ),
+  );
 }
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? "").href) {

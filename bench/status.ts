@@ -7,6 +7,7 @@ import { query } from "../src/db/connection.js";
 import { defineJob } from "../src/jobs/define-job.js";
 import { silentLogger } from "../src/log.js";
 import type { ScheduleEntry } from "../src/schedule/define-schedule.js";
+import { generateHistory, TRUNCATE_JOBS } from "./history.js";
 import { dropDatabase, freshDatabase, median, printTable } from "./support.js";
 
 const job = defineJob({ name: "bench.status", run: () => {} });
@@ -40,21 +41,13 @@ export async function runStatusBench(sizes: readonly number[] = [1_000, 10_000],
       const ledger = createCronledger({ database: { url, poolSize: 4 }, jobs: [job], schedule, logger: silentLogger, metrics: { registry } });
       try {
         await ledger.migrate();
-        await query(ledger.database.db, sql`truncate cronledger.jobs, cronledger.schedule_state`);
+        await query(ledger.database.db, sql.raw(`${TRUNCATE_JOBS}, cronledger.schedule_state`));
         await ledger.tick();
         const keys = ledger.entries.map((entry) => entry.ledgerKey);
-        // Each entry's history, slot by slot across all entries (so one entry's rows are spread over the table), mostly succeeded.
-        await query(
-          ledger.database.db,
-          sql`insert into cronledger.jobs (job_name, status, attempts, max_attempts, idempotency_key, schedule_key, scheduled_for, run_at, started_at, finished_at, last_error)
-              select ${job.name}, case when s % 17 = 0 then 'failed' else 'succeeded' end, 1, 5, k || '@' || s, k,
-                     date_trunc('minute', now()) - s * interval '1 minute', date_trunc('minute', now()) - s * interval '1 minute',
-                     date_trunc('minute', now()) - s * interval '1 minute' + interval '1 second', date_trunc('minute', now()) - s * interval '1 minute' + interval '2 seconds',
-                     case when s % 17 = 0 then 'Error: upstream said 503' end
-              from generate_series(1, ${runs}) as s, unnest(${sql.param(keys)}::text[]) as k`,
-        );
-        await query(ledger.database.db, sql`insert into cronledger.jobs (job_name, status) select ${job.name}, 'succeeded' from generate_series(1, ${size * 5})`);
-        await query(ledger.database.db, sql`vacuum analyze cronledger.jobs`);
+        // Each entry's history, slot by slot across all entries (so one entry's rows are spread over the days' partitions),
+        // 1 in 17 failed, among five times as many unscheduled jobs: `runs` slots of every entry over the last `runs` minutes.
+        const rows = size * runs * 6;
+        await generateHistory(url, { rows, end: new Date(), spacingMs: (runs * 60_000) / rows, scheduleKeys: keys, scheduledEvery: 6, failedEvery: 17 });
         const [count] = await query<{ n: number }>(ledger.database.db, sql`select count(*)::int as n from cronledger.jobs`);
         const handler = createAdminHandler(ledger, { token: TOKEN });
         const page = () => handler(new Request("http://127.0.0.1/admin/scheduler", { headers: { authorization: `Bearer ${TOKEN}` } })).then((response) => response.text());

@@ -97,7 +97,7 @@ function cronledgerSystem(key: "cronledger" | "cronledger-pgbouncer"): QueueSyst
           await ledger.enqueueMany(sentAt.map((at) => ({ job: timed, payload: { sentAt: at } })));
         },
         async remaining() {
-          const [row] = await probe<{ n: number }[]>`select count(*)::int as n from cronledger.jobs where status in ('queued', 'running')`;
+          const [row] = await probe<{ n: number }[]>`select count(*)::int as n from cronledger.job_queue`;
           return row?.n ?? 0;
         },
         async close() {

@@ -4,6 +4,7 @@ import { pathToFileURL } from "node:url";
 import postgres from "postgres";
 import { createCronledger, defineJob, silentLogger, type ScheduleEntry } from "../src/index.js";
 import { dropDatabase, envList, envNumber, formatNumber, formatSpread, freshDatabase, markdownTable, median, printSection, spread } from "./support.js";
+import { TRUNCATE_JOBS } from "./history.js";
 
 const job = defineJob({ name: "bench.tick", run: () => {} });
 const HOUR = 3_600_000;
@@ -46,12 +47,12 @@ async function timed<T>(work: () => Promise<T>): Promise<[T, number]> {
 
 async function tickRound(url: string, size: number): Promise<TickRound> {
   const probe = postgres(url, { max: 1, onnotice: () => {} });
-  await probe`truncate cronledger.jobs, cronledger.schedule_state, cronledger.schedule_versions`;
+  await probe.unsafe(`${TRUNCATE_JOBS}, cronledger.schedule_state, cronledger.schedule_versions`);
   await probe.end({ timeout: 1 });
   const before = memory();
   const loadStarted = performance.now();
   const schedule: ScheduleEntry[] = Array.from({ length: size }, (_, index) => ({ job, cron: "0 * * * *", key: `e${index}` }));
-  const ledger = createCronledger({ database: { url, poolSize: 4 }, jobs: [job], schedule, logger: silentLogger, metrics: false });
+  const ledger = createCronledger({ database: { url, poolSize: 4 }, jobs: [job], schedule, logger: silentLogger, metrics: false, passTimeout: "5m" });
   const loadMs = performance.now() - loadStarted;
   try {
     const [, createPassMs] = await timed(() => ledger.tick({ now: new Date(START + 1_000) }));

@@ -454,11 +454,16 @@ export class MigrationRequiredError extends CronledgerError {
     const found = details.empty
       ? `cronledger's tables do not exist in ${details.database} (schema version 0)`
       : `cronledger's tables in ${details.database} are at schema version ${details.foundVersion} and lack ${shown}`;
+    // drizzle-kit cannot partition a table: only `cronledger migrate` can, whichever route made the tables.
+    const partitioningOnly = details.missing.length > 0 && details.missing.every((object) => object.startsWith("partitioning of "));
     super(
       "migration_required",
       `${found}; this version of cronledger needs schema version ${details.requiredVersion} (migration ${details.requiredMigration}). ` +
-        "Run `cronledger migrate` (or `await ledger.migrate()`) first; if your own drizzle-kit migrations create cronledger's tables " +
-        "from `cronledger/schema`, run `drizzle-kit generate` and `drizzle-kit migrate` instead. Nothing was written.",
+        (partitioningOnly
+          ? "Run `cronledger migrate` (or `await ledger.migrate()`) once: drizzle-kit cannot create partitioned tables, and it partitions " +
+            "the tables your drizzle-kit migrations made, keeping their rows. Nothing was written."
+          : "Run `cronledger migrate` (or `await ledger.migrate()`) first; if your own drizzle-kit migrations create cronledger's tables " +
+            "from `cronledger/schema`, run `drizzle-kit generate` and `drizzle-kit migrate`, then `cronledger migrate` once. Nothing was written."),
     );
     this.foundVersion = details.foundVersion;
     this.requiredVersion = details.requiredVersion;

@@ -1,5 +1,5 @@
 import { sql } from "drizzle-orm";
-import { bigint, check, index, integer, jsonb, pgSchema, primaryKey, text, timestamp, uniqueIndex } from "drizzle-orm/pg-core";
+import { bigint, check, date, index, integer, jsonb, pgSchema, primaryKey, text, timestamp } from "drizzle-orm/pg-core";
 
 /**
  * cronledger's tables. Applications that run drizzle-kit themselves import
@@ -41,53 +41,208 @@ export const scheduleState = cronledgerSchema.table(
   (t) => [index("schedule_state_namespace_idx").on(t.namespace)],
 );
 
-/** Every job, scheduled or enqueued directly. Terminal `failed` rows are the failure tickets. */
-export const jobs = cronledgerSchema.table(
-  "jobs",
+/** The statuses of a job waiting to run or running: the rows of `job_queue`. */
+export const LIVE_JOB_STATUSES = ["queued", "running"] as const;
+/**
+ * The statuses of a finished job: the rows of `job_history`. `skipped` is
+ * reserved for a slot an entry's policy skips (recorded as a finished run of
+ * its entry, never run).
+ */
+export const FINISHED_JOB_STATUSES = ["succeeded", "failed", "cancelled", "skipped"] as const;
+
+/** A job's columns that stay the same from its enqueue to its end. */
+const jobColumns = () => ({
+  jobName: text("job_name").notNull(),
+  queue: text("queue").notNull().default("default"),
+  payload: jsonb("payload").notNull().default(sql`'{}'::jsonb`),
+  priority: integer("priority").notNull().default(0),
+  maxAttempts: integer("max_attempts").notNull().default(1),
+  idempotencyKey: text("idempotency_key"),
+  scheduleKey: text("schedule_key"),
+  scheduledFor: timestamptz("scheduled_for"),
+  /**
+   * The retry policy given to this job at enqueue (`enqueue(job, payload, { retry })`), when it
+   * overrides the job's own: a class name or a backoff policy, as JSON. Null: the job's policy.
+   */
+  retryPolicy: jsonb("retry_policy"),
+  createdAt: timestamptz("created_at").notNull().defaultNow(),
+});
+
+/**
+ * The queue: jobs waiting to run (`queued`, for their first attempt or a
+ * retry) and running ones, and nothing else. Enqueue, claim, heartbeat and
+ * completion touch only this table and its indexes, which are the ones the
+ * claim, the reaper, the retries list and an entry's live runs read. A job
+ * leaves it when it finishes: its row moves to `job_history` in the statement
+ * that finishes it.
+ */
+export const jobQueue = cronledgerSchema.table(
+  "job_queue",
   {
     id: bigint("id", { mode: "number" }).primaryKey().generatedAlwaysAsIdentity(),
-    jobName: text("job_name").notNull(),
-    queue: text("queue").notNull().default("default"),
-    payload: jsonb("payload").notNull().default(sql`'{}'::jsonb`),
-    status: text("status", { enum: JOB_STATUSES }).notNull().default("queued"),
-    outcome: text("outcome"),
-    priority: integer("priority").notNull().default(0),
+    ...jobColumns(),
+    status: text("status", { enum: LIVE_JOB_STATUSES }).notNull().default("queued"),
     runAt: timestamptz("run_at").notNull().defaultNow(),
     attempts: integer("attempts").notNull().default(0),
-    maxAttempts: integer("max_attempts").notNull().default(1),
+    lockedBy: text("locked_by"),
+    heartbeatAt: timestamptz("heartbeat_at"),
+    /** The error of the last failed attempt, for a job waiting for its retry. */
+    lastError: text("last_error"),
+    startedAt: timestamptz("started_at"),
+  },
+  (t) => [
+    check("job_queue_status_check", sql`${t.status} in ('queued', 'running')`),
+    // Serves the worker claim: ready rows of a queue in priority then run_at order.
+    index("job_queue_ready_idx").on(t.queue, t.priority, t.runAt, t.id).where(sql`${t.status} = 'queued'`),
+    // Serves the reaper's scan for stale heartbeats.
+    index("job_queue_running_heartbeat_idx").on(t.heartbeatAt).where(sql`${t.status} = 'running'`),
+    // Serves the list of jobs waiting for a retry (the Schedule page's Cancel buttons): few rows, so a cheap index.
+    index("job_queue_retrying_idx").on(t.runAt, t.id).where(sql`${t.status} = 'queued' and ${t.attempts} > 0`),
+    // Serves an entry's live runs (its status, the Schedule page) and "does this entry have a job waiting or running?".
+    index("job_queue_schedule_idx").on(t.scheduleKey, t.scheduledFor, t.id).where(sql`${t.scheduleKey} is not null`),
+  ],
+);
+
+/**
+ * Finished jobs (succeeded, failed, cancelled, skipped), written once, when
+ * the job finishes, and never updated. Terminal `failed` rows are the failure
+ * tickets. `cronledger migrate` makes it a table partitioned by day of
+ * `finished_at` (and within a day, failed apart from the rest), so retention
+ * drops whole days instead of deleting rows (src/db/sql/history.ts);
+ * drizzle-kit cannot say PARTITION BY, so it is declared here as a plain
+ * table with the columns and indexes every partition has. `locked_by` is the
+ * worker of the last attempt. No primary key: a partitioned table's unique
+ * indexes must hold the partition key; ids come from `job_queue`'s sequence.
+ */
+export const jobHistory = cronledgerSchema.table(
+  "job_history",
+  {
+    id: bigint("id", { mode: "number" }).notNull(),
+    ...jobColumns(),
+    status: text("status", { enum: FINISHED_JOB_STATUSES }).notNull(),
+    outcome: text("outcome"),
+    runAt: timestamptz("run_at").notNull(),
+    attempts: integer("attempts").notNull(),
+    lockedBy: text("locked_by"),
+    lastError: text("last_error"),
+    startedAt: timestamptz("started_at"),
+    finishedAt: timestamptz("finished_at").notNull(),
+  },
+  (t) => [
+    check("job_history_status_check", sql`${t.status} in ('succeeded', 'failed', 'cancelled', 'skipped')`),
+    // A job by id (the jobs view, cancel, retry, an application's join).
+    index("job_history_id_idx").on(t.id),
+    // An entry's recent runs (the Schedule page's strips): newest slot first, per schedule key.
+    index("job_history_runs_idx").on(t.scheduleKey, t.scheduledFor, t.id).where(sql`${t.scheduleKey} is not null`),
+    // The failure tickets, newest first, and by job name.
+    index("job_history_failed_idx").on(t.finishedAt, t.id).where(sql`${t.status} = 'failed'`),
+    index("job_history_failed_job_name_idx").on(t.jobName, t.finishedAt).where(sql`${t.status} = 'failed'`),
+    // The keyed jobs of a day, whose idempotency keys retention deletes with it.
+    index("job_history_keyed_idx").on(t.id).where(sql`${t.idempotencyKey} is not null`),
+  ],
+);
+
+/**
+ * Idempotency keys: one row per (job name, key) for every job enqueued with
+ * a key (a scheduled job's key is `namespace|identity@slot`), written by the
+ * insert that creates the job and deleted with the job's history. Its primary
+ * key is the guard: a job moves from the queue to the history when it
+ * finishes, and no unique index spans two tables, so the key lives where the
+ * job's row does not move.
+ */
+export const jobKeys = cronledgerSchema.table(
+  "job_keys",
+  {
+    jobName: text("job_name").notNull(),
+    idempotencyKey: text("idempotency_key").notNull(),
+    jobId: bigint("job_id", { mode: "number" }).notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.jobName, t.idempotencyKey] })],
+);
+
+/**
+ * How many finished jobs the history holds, per day of `finished_at` (UTC),
+ * queue and status: written in the statement that moves jobs into the
+ * history and deleted with the day, so the status counts the history without
+ * reading it. `shard` is the writing backend (`pg_backend_pid()`), so
+ * concurrent workers never wait on each other's counter row; the prune
+ * chore folds past days into shard 0.
+ */
+export const jobCounts = cronledgerSchema.table(
+  "job_counts",
+  {
+    day: date("day", { mode: "string" }).notNull(),
+    shard: integer("shard").notNull(),
+    queue: text("queue").notNull(),
+    status: text("status").notNull(),
+    n: bigint("n", { mode: "number" }).notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.day, t.shard, t.queue, t.status] })],
+);
+
+/**
+ * The last finished run of each schedule entry (by slot, then id), written
+ * in the statement that moves the job into the history: an entry's status
+ * reads one row here instead of every day of the history. Kept beyond
+ * retention (an entry that last ran weeks ago still shows that run), deleted
+ * with the entry's ledger row.
+ */
+export const scheduleLastRuns = cronledgerSchema.table("schedule_last_runs", {
+  scheduleKey: text("schedule_key").primaryKey(),
+  id: bigint("id", { mode: "number" }).notNull(),
+  status: text("status").notNull(),
+  outcome: text("outcome"),
+  attempts: integer("attempts").notNull(),
+  maxAttempts: integer("max_attempts").notNull(),
+  scheduledFor: timestamptz("scheduled_for").notNull(),
+  runAt: timestamptz("run_at").notNull(),
+  startedAt: timestamptz("started_at"),
+  finishedAt: timestamptz("finished_at").notNull(),
+  lastError: text("last_error"),
+});
+
+/** The columns of the `jobs` view, in order: the job table's columns as they always were. */
+const JOB_VIEW_COLUMNS = [
+  "id", "job_name", "queue", "payload", "status", "outcome", "priority", "run_at", "attempts", "max_attempts", "idempotency_key",
+  "schedule_key", "scheduled_for", "locked_by", "heartbeat_at", "last_error", "retry_policy", "created_at", "started_at", "finished_at",
+] as const;
+const viewColumns = (missing: Readonly<Record<string, string>>) =>
+  sql.raw(JOB_VIEW_COLUMNS.map((column) => (column in missing ? `${missing[column]} as ${column}` : column)).join(", "));
+
+/**
+ * Every job, whatever its state: the queue and the history as one relation
+ * with the columns the jobs table always had. What applications and
+ * operators read (`select ... from cronledger.jobs where ...`, or this
+ * object from `cronledger/schema` in a drizzle query or join); cronledger
+ * itself writes the two tables. A finished job has no `heartbeat_at`, a live
+ * one no `outcome` or `finished_at`.
+ */
+export const jobs = cronledgerSchema
+  .view("jobs", {
+    id: bigint("id", { mode: "number" }).notNull(),
+    jobName: text("job_name").notNull(),
+    queue: text("queue").notNull(),
+    payload: jsonb("payload").notNull(),
+    status: text("status", { enum: JOB_STATUSES }).notNull(),
+    outcome: text("outcome"),
+    priority: integer("priority").notNull(),
+    runAt: timestamptz("run_at").notNull(),
+    attempts: integer("attempts").notNull(),
+    maxAttempts: integer("max_attempts").notNull(),
     idempotencyKey: text("idempotency_key"),
     scheduleKey: text("schedule_key"),
     scheduledFor: timestamptz("scheduled_for"),
     lockedBy: text("locked_by"),
     heartbeatAt: timestamptz("heartbeat_at"),
     lastError: text("last_error"),
-    /**
-     * The retry policy given to this job at enqueue (`enqueue(job, payload, { retry })`), when it
-     * overrides the job's own: a class name or a backoff policy, as JSON. Null: the job's policy.
-     */
     retryPolicy: jsonb("retry_policy"),
-    createdAt: timestamptz("created_at").notNull().defaultNow(),
+    createdAt: timestamptz("created_at").notNull(),
     startedAt: timestamptz("started_at"),
     finishedAt: timestamptz("finished_at"),
-  },
-  (t) => [
-    check("jobs_status_check", sql`${t.status} in ('queued', 'running', 'succeeded', 'failed', 'cancelled')`),
-    uniqueIndex("jobs_job_name_idempotency_key_idx")
-      .on(t.jobName, t.idempotencyKey)
-      .where(sql`${t.idempotencyKey} is not null`),
-    // Serves the worker claim: ready rows of a queue in priority then run_at order.
-    index("jobs_ready_idx").on(t.queue, t.priority, t.runAt, t.id).where(sql`${t.status} = 'queued'`),
-    // Serves the reaper's scan for stale heartbeats.
-    index("jobs_running_heartbeat_idx").on(t.heartbeatAt).where(sql`${t.status} = 'running'`),
-    // Serves retention and the failures page.
-    index("jobs_finished_idx").on(t.status, t.finishedAt).where(sql`${t.finishedAt} is not null`),
-    index("jobs_failed_job_name_idx").on(t.jobName, t.finishedAt).where(sql`${t.status} = 'failed'`),
-    // Serves the list of jobs waiting for a retry (the Schedule page's Cancel buttons): few rows, so a cheap index.
-    index("jobs_retrying_idx").on(t.runAt, t.id).where(sql`${t.status} = 'queued' and ${t.attempts} > 0`),
-    // Serves an entry's recent runs (the status and the Schedule page): newest slot first, per schedule key.
-    index("jobs_schedule_runs_idx").on(t.scheduleKey, t.scheduledFor, t.id).where(sql`${t.scheduleKey} is not null`),
-  ],
-);
+  })
+  .as(
+    sql`select ${viewColumns({ outcome: "null::text", finished_at: "null::timestamptz" })} from ${jobQueue} union all select ${viewColumns({ heartbeat_at: "null::timestamptz" })} from ${jobHistory}`,
+  );
 
 /**
  * The workers that are running, one row per worker: what they can run (job

@@ -22,6 +22,7 @@ import {
   syncJob,
   type AdminFixture,
 } from "./support/admin-fixture.js";
+import { deleteFinishedJobs, insertFinishedJobs } from "./support/history.js";
 import { parseExposition } from "./support/prometheus.js";
 
 interface FailuresBody {
@@ -46,8 +47,8 @@ beforeAll(async () => {
   await ledger.enqueue(chargeJob, { user: "ann", password: LEAKED_PASSWORD }, { idempotencyKey: "charge-ann-1" });
   await ledger.enqueue(chargeJob, { user: "bob", password: LEAKED_PASSWORD }, { idempotencyKey: "charge-bob-1" });
   // Jobs no worker knows wait for one; the prune chore fails the one that has waited past chores.failUnregisteredAfter (7 days).
-  await fixture.rows(sql`insert into cronledger.jobs (job_name, payload, run_at) values ('ghost.job', '{}'::jsonb, now() - interval '8 days')`);
-  await fixture.rows(sql`insert into cronledger.jobs (job_name, payload) values ('ghost.waiting', '{}'::jsonb)`);
+  await fixture.rows(sql`insert into cronledger.job_queue (job_name, payload, run_at) values ('ghost.job', '{}'::jsonb, now() - interval '8 days')`);
+  await fixture.rows(sql`insert into cronledger.job_queue (job_name, payload) values ('ghost.waiting', '{}'::jsonb)`);
   summary = await ledger.work({ once: true, concurrency: 4 });
   await ledger.prune();
 });
@@ -238,13 +239,12 @@ describe("redaction", () => {
   });
 
   it("redacts rows that were stored without redaction", async () => {
-    const [row] = await fixture.rows<{ id: number }>(
-      sql`insert into cronledger.jobs (job_name, status, attempts, last_error, finished_at)
-          values ('legacy.job', 'failed', 1, 'x-api-key: raw-legacy-key', now() - interval '1 day') returning id::float8 as id`,
-    );
+    const [id] = await insertFinishedJobs(fixture.ledger.database.db, [
+      { jobName: "legacy.job", status: "failed", lastError: "x-api-key: raw-legacy-key", finishedAt: new Date(Date.now() - 86_400_000) },
+    ]);
     const body = (await (await fixture.get("/admin/scheduler/failures?job_type=legacy.job")).json()) as FailuresBody;
-    expect(body.failures[0]).toMatchObject({ id: row?.id, last_error: "x-api-key: [redacted]" });
-    await fixture.rows(sql`delete from cronledger.jobs where job_name = 'legacy.job'`);
+    expect(body.failures[0]).toMatchObject({ id, last_error: "x-api-key: [redacted]" });
+    await deleteFinishedJobs(fixture.ledger.database.db, [id!]);
   });
 });
 

@@ -87,7 +87,7 @@ describe("the Schedule page in headless Chromium", () => {
   });
 
   it("marks the quarantined entry from its ledger row and lists the jobs waiting for a worker that knows them", async () => {
-    await fixture.rows(sql`insert into cronledger.jobs (job_name, payload) values ('ghost.waiting', '{}'::jsonb)`);
+    await fixture.rows(sql`insert into cronledger.job_queue (job_name, payload) values ('ghost.waiting', '{}'::jsonb)`);
     const page = await browser.newPage();
     await page.goto(`${fixture.server.url}/admin/scheduler`);
     const sync = page.locator("#entries tr", { hasText: "inventory.sync" });

@@ -1,13 +1,17 @@
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { z } from "zod";
 import { createCronledger, type Cronledger } from "../src/cronledger.js";
 import { query } from "../src/db/connection.js";
+import { defineJob } from "../src/jobs/define-job.js";
 import { silentLogger } from "../src/log.js";
 import { createTestDatabase } from "./support/database.js";
+import { insertFinishedJobs } from "./support/history.js";
 import { parseExposition } from "./support/prometheus.js";
 
 const NOW = new Date("2026-06-01T12:00:00Z");
 const DAY = 86_400_000;
+const keyed = defineJob({ name: "keyed.job", payload: z.object({}), run: () => {} });
 
 let ledger: Cronledger;
 let drop: () => Promise<void>;
@@ -19,17 +23,18 @@ beforeAll(async () => {
   drop = database.drop;
   ledger = createCronledger({
     database: { url: database.url, poolSize: 2 },
+    jobs: [keyed],
     logger: silentLogger,
     chores: { retention: { succeeded: "7d", failed: "30d", batchSize: 2 } },
   });
   await ledger.migrate();
-  // Every DELETE statement on jobs records how many rows it removed: the batches, seen from the database.
+  // Every DELETE statement on the history records how many rows it removed: retention should send none.
   await query(
     ledger.database.db,
     sql.raw(`create table public.deletes (n int not null);
       create function public.count_deletes() returns trigger language plpgsql as $$
         begin insert into public.deletes select count(*) from gone; return null; end $$;
-      create trigger count_deletes after delete on cronledger.jobs referencing old table as gone
+      create trigger count_deletes after delete on cronledger.job_history referencing old table as gone
         for each statement execute function public.count_deletes()`),
   );
 });
@@ -39,45 +44,65 @@ afterAll(async () => {
   await drop?.();
 });
 
-async function insertJob(label: string, status: string, finishedDaysAgo: number | null): Promise<void> {
-  const finished = finishedDaysAgo === null ? null : new Date(NOW.getTime() - finishedDaysAgo * DAY).toISOString();
-  await rows(
-    sql`insert into cronledger.jobs (job_name, status, finished_at, created_at)
-        values (${label}, ${status}, ${finished}::timestamptz, ${new Date(NOW.getTime() - 90 * DAY).toISOString()}::timestamptz)`,
-  );
-}
+const finished = (jobName: string, status: "succeeded" | "failed" | "cancelled", daysAgo: number, idempotencyKey?: string) => ({
+  jobName,
+  status,
+  finishedAt: new Date(NOW.getTime() - daysAgo * DAY),
+  createdAt: new Date(NOW.getTime() - 90 * DAY),
+  idempotencyKey: idempotencyKey ?? null,
+});
 
 describe("retention", () => {
-  it("deletes only finished jobs older than their period, in bounded batches, and counts them in the metric", async () => {
-    for (let i = 0; i < 5; i += 1) await insertJob("old.succeeded", "succeeded", 8);
-    await insertJob("old.cancelled", "cancelled", 10);
-    await insertJob("young.succeeded", "succeeded", 6);
-    await insertJob("young.succeeded", "succeeded", 6.9);
-    await insertJob("kept.failed", "failed", 8);
-    await insertJob("old.failed", "failed", 31);
-    await insertJob("old.queued", "queued", null);
-    await insertJob("old.running", "running", null);
+  it("drops whole days of finished jobs once the day is past its period, with their keys, and counts them in the metric", async () => {
+    await insertFinishedJobs(ledger.database.db, [
+      ...Array.from({ length: 5 }, () => finished("old.succeeded", "succeeded", 8)),
+      finished("old.cancelled", "cancelled", 10),
+      finished("young.succeeded", "succeeded", 6),
+      // Past its 7 days, but its day (2026-05-25) is not wholly past them: kept until that day is.
+      finished("young.succeeded", "succeeded", 7.2),
+      finished("kept.failed", "failed", 8),
+      finished("old.failed", "failed", 31),
+      // Keyed: the old keys go with their days (more than one batch of 2), the young one holds.
+      finished(keyed.name, "succeeded", 9, "old-1"),
+      finished(keyed.name, "succeeded", 9, "old-2"),
+      finished(keyed.name, "succeeded", 9, "old-3"),
+      finished(keyed.name, "succeeded", 1, "young-1"),
+    ]);
+    await rows(sql`insert into cronledger.job_queue (job_name, status) values ('old.queued', 'queued'), ('old.running', 'running')`);
 
     const result = await ledger.prune({ now: NOW });
-    expect(result.jobRows).toBe(7);
+    expect(result.jobRows).toBe(10);
     const left = await rows<{ job_name: string; n: number }>(
       sql`select job_name, count(*)::int as n from cronledger.jobs group by job_name order by job_name`,
     );
     expect(left).toEqual([
       { job_name: "kept.failed", n: 1 },
+      { job_name: "keyed.job", n: 1 },
       { job_name: "old.queued", n: 1 },
       { job_name: "old.running", n: 1 },
       { job_name: "young.succeeded", n: 2 },
     ]);
-    const batches = await rows<{ n: number }>(sql`select n from public.deletes where n > 0`);
-    expect(Math.max(...batches.map((batch) => batch.n))).toBeLessThanOrEqual(2);
-    expect(batches.reduce((sum, batch) => sum + batch.n, 0)).toBe(7);
-    expect(batches.length).toBeGreaterThanOrEqual(4);
+    expect(await rows(sql`select n from public.deletes where n > 0`)).toEqual([]);
+    // 05-01 is past both periods: gone whole. 05-22 to 05-24 keep their failed leaves (30 days) without their done ones (7 days).
+    const partitions = await rows<{ name: string }>(
+      sql`select c.relname::text as name from pg_inherits i join pg_class c on c.oid = i.inhrelid
+          where i.inhparent in (select 'cronledger.job_history'::regclass union all select inhrelid from pg_inherits where inhparent = 'cronledger.job_history'::regclass)
+          order by 1`,
+    );
+    const names = partitions.map((row) => row.name);
+    expect(names).toEqual(expect.arrayContaining(["job_history_p20260524", "job_history_p20260524_failed", "job_history_p20260525", "job_history_p20260531"]));
+    expect(names).not.toContain("job_history_p20260524_done");
+    expect(names.filter((name) => /^job_history_p202605(01|22_done|23_done)/.test(name))).toEqual([]);
+    expect(await rows(sql`select idempotency_key from cronledger.job_keys order by 1`)).toEqual([{ idempotency_key: "young-1" }]);
+    expect((await ledger.enqueue(keyed, {}, { idempotencyKey: "old-1" })).created).toBe(true);
+    expect((await ledger.enqueue(keyed, {}, { idempotencyKey: "young-1" })).created).toBe(false);
 
     const metrics = parseExposition((await ledger.metrics?.registry.metrics()) ?? "");
-    expect(metrics.value("cronledger_prune_rows_removed_total", { table: "jobs" })).toBe(7);
+    expect(metrics.value("cronledger_prune_rows_removed_total", { table: "jobs" })).toBe(10);
+    const status = await ledger.status();
+    expect(status.totals).toMatchObject({ succeeded: 3, failed: 1, cancelled: 0, queued: 2, running: 1 });
 
     expect((await ledger.prune({ now: NOW })).jobRows).toBe(0);
-    expect(parseExposition((await ledger.metrics?.registry.metrics()) ?? "").value("cronledger_prune_rows_removed_total", { table: "jobs" })).toBe(7);
+    expect(parseExposition((await ledger.metrics?.registry.metrics()) ?? "").value("cronledger_prune_rows_removed_total", { table: "jobs" })).toBe(10);
   });
 });

@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createCronledger } from "../src/cronledger.js";
 import { defineJob } from "../src/jobs/define-job.js";
 import { silentLogger } from "../src/log.js";
+import { insertFinishedJobs } from "./support/history.js";
 import { envWithout, runCli, watch, CLI } from "./support/child.js";
 import { createTestDatabase } from "./support/database.js";
 import { rows } from "./support/ledger.js";
@@ -272,10 +273,9 @@ describe("cronledger against PostgreSQL", () => {
     const broken = defineJob({ name: "fixture.broken", run: () => {} });
     const ledger = createCronledger({ database: database.url, jobs: [broken], logger: silentLogger });
     try {
-      const job = await ledger.enqueue(broken, {});
       // Written by hand, unredacted: the CLI redacts on the way out like every other surface.
       const raw = "upstream said no; cache redis://:hunter9-url@cache:6379/0\nciphertext: Q2lwaGVyVGV4dA\nblob kR7vQ2mZ8xW4nL6pT0yB3cF5hJ9dS1gA";
-      await rows(ledger, sql`update cronledger.jobs set status = 'failed', attempts = 5, last_error = ${raw}, finished_at = now() where id = ${job.id}`);
+      await insertFinishedJobs(ledger.database.db, [{ jobName: broken.name, status: "failed", attempts: 5, maxAttempts: 5, lastError: raw }]);
     } finally {
       await ledger.close();
     }

@@ -60,6 +60,13 @@ describe("examples/drizzle-app deploy flow", () => {
       expect(reminders).toEqual([{ id: first, payload: { invoiceId: invoice!.id } }]);
       const [paidRow] = await app.db.select({ reminderJobId: invoices.reminderJobId }).from(invoices).where(eq(invoices.id, paid!.id));
       expect(paidRow).toEqual({ reminderJobId: null });
+
+      // Once it ran, the job is in the history; the same join through the jobs view still finds it.
+      expect(await ledger.work({ once: true })).toMatchObject({ succeeded: 1 });
+      expect(await invoicesWithReminderState(app.db)).toEqual([
+        { invoiceId: paid!.id, customerEmail: "grace@example.com", reminderStatus: null, reminderAttempts: null, reminderError: null },
+        { invoiceId: invoice!.id, customerEmail: "ada@example.com", reminderStatus: "succeeded", reminderAttempts: 1, reminderError: null },
+      ]);
     } finally {
       await ledger.close();
       await app.close();

@@ -41,7 +41,7 @@ beforeAll(async () => {
   await ledger.migrate();
   await run(
     sql.raw(`create function public.reject_mirror() returns trigger language plpgsql as $$ begin raise exception 'mirror backend is read-only'; end $$;
-      create trigger reject_mirror before insert on cronledger.jobs for each row when (new.job_name = '${mirror.name}') execute function public.reject_mirror()`),
+      create trigger reject_mirror before insert on cronledger.job_queue for each row when (new.job_name = '${mirror.name}') execute function public.reject_mirror()`),
   );
   const historyOnly = createCronledger({ database: ledger.database, jobs: [history], schedule: [{ job: history, cron: "0 * * * *" }], metrics: false, logger: silentLogger });
   await historyOnly.tick({ now: new Date(LATEST_HOUR - 20 * HOUR + 1_000) });
@@ -51,11 +51,13 @@ beforeAll(async () => {
     await historyOnly.work({ once: true, queues: ["default"], clock: () => new Date(slot + 2_000), random: () => 0.5 });
   }
   await historyOnly.close();
-  await run(sql`update cronledger.jobs set started_at = scheduled_for + interval '2 seconds', finished_at = scheduled_for + interval '3 seconds'
-                where job_name = ${history.name} and finished_at is not null`);
+  await run(sql`update cronledger.job_history set started_at = scheduled_for + interval '2 seconds', finished_at = scheduled_for + interval '3 seconds'
+                where job_name = ${history.name}`);
   // Two runs that started ten minutes after their slot: late.
-  await run(sql`update cronledger.jobs set started_at = scheduled_for + interval '10 minutes', finished_at = scheduled_for + interval '11 minutes'
+  await run(sql`update cronledger.job_history set started_at = scheduled_for + interval '10 minutes', finished_at = scheduled_for + interval '11 minutes'
                 where job_name = ${history.name} and scheduled_for in (${new Date(LATEST_HOUR - 7 * HOUR).toISOString()}::timestamptz, ${new Date(LATEST_HOUR - 8 * HOUR).toISOString()}::timestamptz)`);
+  // The entry's last run (what its status reads) as the history now says.
+  await run(sql`update cronledger.schedule_last_runs r set started_at = h.started_at, finished_at = h.finished_at from cronledger.job_history h where h.id = r.id`);
 
   // The other entries fire their latest half-hour slot; the default queue is worked, "reports" is not.
   const latestHalfHour = Math.floor(Date.now() / HALF_HOUR) * HALF_HOUR;
@@ -65,7 +67,7 @@ beforeAll(async () => {
   await others.work({ once: true, queues: ["default"] });
   await others.close();
   // The export has been ready for ten minutes and no worker serves its queue.
-  await run(sql`update cronledger.jobs set run_at = now() - interval '10 minutes' where job_name = ${exportJob.name}`);
+  await run(sql`update cronledger.job_queue set run_at = now() - interval '10 minutes' where job_name = ${exportJob.name}`);
 
   // This process ticks now: the daily backup, the heartbeat and the mirror get their rows; two seconds on, the
   // every-second mirror is due and its insert is refused (quarantined).

@@ -113,7 +113,7 @@ describe("entry health in the status", () => {
       await query(
         isolated.database.db,
         sql.raw(`create function public.reject_ping() returns trigger language plpgsql as $$ begin raise exception 'ping backend is read-only'; end $$;
-          create trigger reject_ping before insert on cronledger.jobs for each row execute function public.reject_ping()`),
+          create trigger reject_ping before insert on cronledger.job_queue for each row execute function public.reject_ping()`),
       );
       await isolated.tick({ now: T0 });
       const report = await isolated.tick({ now: at(MINUTE) });

@@ -33,9 +33,20 @@ describe("migrate()", () => {
     expect(journal?.n).toBe(availableMigrations());
     const appJournal = await app<{ hash: string }[]>`select hash from drizzle.__drizzle_migrations`;
     expect(appJournal.map((row) => row.hash)).toEqual(["app-0001"]);
-    const tables = await app<{ table_name: string }[]>`
-      select table_name from information_schema.tables where table_schema = 'cronledger' order by table_name`;
-    expect(tables.map((row) => row.table_name)).toEqual(["jobs", "schedule_state", "schedule_versions", "workers"]);
+    const tables = await app<{ name: string; kind: string }[]>`
+      select relname::text as name, relkind::text as kind from pg_class
+      where relnamespace = 'cronledger'::regnamespace and relkind in ('r', 'p', 'v') and not relispartition order by relname`;
+    expect(tables).toEqual([
+      { name: "job_counts", kind: "r" },
+      { name: "job_history", kind: "p" },
+      { name: "job_keys", kind: "r" },
+      { name: "job_queue", kind: "r" },
+      { name: "jobs", kind: "v" },
+      { name: "schedule_last_runs", kind: "r" },
+      { name: "schedule_state", kind: "r" },
+      { name: "schedule_versions", kind: "r" },
+      { name: "workers", kind: "r" },
+    ]);
     await app.end({ timeout: 1 });
 
     const again = openDatabase({ url: database.url, poolSize: 2 });

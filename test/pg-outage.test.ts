@@ -43,7 +43,7 @@ describe("a replica through PostgreSQL outages", () => {
   it("claims and ticks within 5 s of each return, logs each outage once either way, and never reaps its own running jobs", async () => {
     replica = watch(process.execPath, ["--import", "tsx", FIXTURE], { env: { ...process.env, DATABASE_URL: cluster.url } });
     await replica.waitFor(/^ready$/m, 60_000);
-    await probe`insert into cronledger.jobs (job_name, max_attempts) select 'outage.long', 5 from generate_series(1, 4)`;
+    await probe`insert into cronledger.job_queue (job_name, max_attempts) select 'outage.long', 5 from generate_series(1, 4)`;
     await until("the long jobs run", async () => (await ask(() => probe<{ n: number }[]>`select count(*)::int as n from cronledger.jobs where job_name = 'outage.long' and status = 'running'`))?.n === 4, 30_000);
 
     const lags: { claimMs: number; tickMs: number }[] = [];
@@ -58,7 +58,7 @@ describe("a replica through PostgreSQL outages", () => {
       await cluster.start();
       // The server's return: the postmaster's start. A job enqueued now must be claimed, and a slot fired, soon after it.
       const inserted = await ask(
-        () => probe<{ id: number }[]>`insert into cronledger.jobs (job_name) values ('outage.probe') returning id::float8 as id`,
+        () => probe<{ id: number }[]>`insert into cronledger.job_queue (job_name) values ('outage.probe') returning id::float8 as id`,
       );
       expect(inserted).toBeDefined();
       await until(

@@ -42,7 +42,7 @@ describe("a quarantine kept in the ledger row", () => {
     await run(
       sql.raw(`create function public.reject_broken() returns trigger language plpgsql as $$
         begin perform nextval('attempts'); raise exception 'reports backend is read-only, authorization: Bearer abc.def.ghi'; end $$;
-        create trigger reject_broken before insert on cronledger.jobs
+        create trigger reject_broken before insert on cronledger.job_queue
         for each row when (new.job_name = 'q.broken') execute function public.reject_broken()`),
     );
     await run(sql`create table reports (replica text, generation int, step int, failed boolean, enqueued int, next_fire_ms float8)`);
@@ -103,7 +103,7 @@ describe("a quarantine kept in the ledger row", () => {
       }
       if (step === REPAIR_AT) {
         statusWhileBroken = await observer.status();
-        await run(sql`drop trigger reject_broken on cronledger.jobs`);
+        await run(sql`drop trigger reject_broken on cronledger.job_queue`);
       }
       await run(sql`update sim_clock set step = ${step}`);
       await until(

@@ -38,7 +38,7 @@ describe("a pass whose host clock is wrong", () => {
   ])("fires only the latest due slot when this host's clock is %s, then plans right on the next pass", async (_, skewMs) => {
     const setup = open();
     await setup.migrate();
-    await query(setup.database.db, sql`truncate cronledger.jobs, cronledger.schedule_state`);
+    await query(setup.database.db, sql`truncate cronledger.job_queue, cronledger.job_history, cronledger.job_keys, cronledger.job_counts, cronledger.schedule_last_runs, cronledger.schedule_state`);
     await setup.tick();
     // Three hours of downtime, inside the 24 h catch-up window: only the latest minute may fire.
     await query(setup.database.db, sql`update cronledger.schedule_state set last_enqueued_slot = date_trunc('minute', now()) - interval '3 hours'`);

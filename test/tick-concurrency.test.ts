@@ -51,7 +51,7 @@ describe("exactly once per slot under concurrency", () => {
       // The passes really raced: some replicas read the same ledger value and lost the claim.
       expect(lostRaces).toBeGreaterThan(0);
       await assertOneJobPerEntryAndSlot(ledgers[0]!);
-      await query(ledgers[0]!.database.db, sql`truncate cronledger.jobs, cronledger.schedule_state`);
+      await query(ledgers[0]!.database.db, sql`truncate cronledger.job_queue, cronledger.job_history, cronledger.job_keys, cronledger.job_counts, cronledger.schedule_last_runs, cronledger.schedule_state`);
     } finally {
       await Promise.all(ledgers.map((ledger) => ledger.close()));
     }
@@ -62,7 +62,7 @@ describe("exactly once per slot under concurrency", () => {
     const ledger = createCronledger({ database: { url: database.url, poolSize: 2 }, jobs: [concurrencyJob], schedule: [], logger: silentLogger });
     try {
       await ledger.migrate();
-      await query(ledger.database.db, sql`truncate cronledger.jobs, cronledger.schedule_state`);
+      await query(ledger.database.db, sql`truncate cronledger.job_queue, cronledger.job_history, cronledger.job_keys, cronledger.job_counts, cronledger.schedule_last_runs, cronledger.schedule_state`);
       await query(ledger.database.db, sql`create table if not exists tick_progress (worker int primary key, slot int not null)`);
       await query(ledger.database.db, sql`truncate tick_progress`);
       await query(ledger.database.db, sql`insert into tick_progress select g, -1 from generate_series(0, 3) g`);

@@ -49,7 +49,7 @@ describe("a tick that dies between claim and commit", () => {
     const blocker = await locker.reserve();
     await blocker`begin`;
     for (const entry of ledger.entries) {
-      await blocker`insert into cronledger.jobs (job_name, idempotency_key) values (${entry.jobName}, ${slotIdempotencyKey(ledger.namespace, entry.identity, slotMs)})`;
+      await blocker`insert into cronledger.job_keys (job_name, idempotency_key, job_id) values (${entry.jobName}, ${slotIdempotencyKey(ledger.namespace, entry.identity, slotMs)}, 0)`;
     }
     return blocker;
   }

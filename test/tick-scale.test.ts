@@ -20,7 +20,7 @@ async function statementsPerPass(url: string, size: number): Promise<{ first: nu
   const ledger: Cronledger = createCronledger({ database: { url, poolSize: 2 }, jobs: [job], schedule: hourlyEntries(size), logger: silentLogger });
   try {
     await ledger.migrate();
-    await query(ledger.database.db, sql`truncate cronledger.jobs, cronledger.schedule_state`);
+    await query(ledger.database.db, sql`truncate cronledger.job_queue, cronledger.job_history, cronledger.job_keys, cronledger.job_counts, cronledger.schedule_last_runs, cronledger.schedule_state`);
     const first = await ledger.tick({ now: new Date(START + 1_000) });
     const idle = await ledger.tick({ now: new Date(START + HOUR / 2) });
     const due = await ledger.tick({ now: new Date(START + HOUR + 1_000) });

@@ -209,7 +209,7 @@ describe.each(DRIVERS)("enqueue inside the application's $name transaction", (dr
       jobName: "billing.send-reminder",
       created: false,
     });
-    await query(ledger.database.db, sql`delete from cronledger.jobs`);
+    await query(ledger.database.db, sql`truncate cronledger.job_queue, cronledger.job_history, cronledger.job_keys, cronledger.job_counts, cronledger.schedule_last_runs`);
   });
 
   it("refuses anything but a drizzle database or transaction as db, naming what it expects, and writes nothing", async () => {

@@ -7,6 +7,7 @@ import type { CronledgerHooks } from "../src/events.js";
 import { defineJob, noop, skip, type JobContext, type JobDefinition } from "../src/jobs/define-job.js";
 import { RETRY_CLASSES, type RetryClass } from "../src/jobs/retry.js";
 import { CHORE_QUEUE, PRUNE_JOB, REAP_JOB } from "../src/runtime/chores.js";
+import { insertFinishedJobs } from "./support/history.js";
 import { BACKENDS, createTestStore, rows, type TestStore } from "./support/ledger.js";
 
 interface JobStateRow {
@@ -112,7 +113,8 @@ describe.each(BACKENDS)("worker on %s", (backend) => {
       expect(delay).toBeLessThanOrEqual(Math.ceil(nominal * 1.1));
     });
     const final = await jobState(ledger, id);
-    expect(final).toMatchObject({ status: "failed", attempts: policy.maxAttempts, max_attempts: policy.maxAttempts, locked_by: null });
+    // A finished job keeps the worker of its last attempt.
+    expect(final).toMatchObject({ status: "failed", attempts: policy.maxAttempts, max_attempts: policy.maxAttempts, locked_by: expect.stringMatching(/:\d+:/) });
     expect(final.last_error).toContain("downstream said no");
     expect(finished).toEqual([...Array(policy.maxAttempts - 1).fill("retry"), "panicked"]);
   });
@@ -236,7 +238,7 @@ describe.each(BACKENDS)("worker on %s", (backend) => {
     await ledger.enqueue(typed, { count: 3 });
     const [bad] = await rows<{ id: number }>(
       ledger,
-      sql`insert into cronledger.jobs (job_name, payload, max_attempts) values ('typed.payload', '{"count": "many"}', 5) returning id::float8 as id`,
+      sql`insert into cronledger.job_queue (job_name, payload, max_attempts) values ('typed.payload', '{"count": "many"}', 5) returning id::float8 as id`,
     );
     const summary = await ledger.work({ once: true });
     expect(summary).toMatchObject({ succeeded: 1, failed: 1, retried: 0 });
@@ -333,7 +335,7 @@ describe.each(BACKENDS)("worker on %s", (backend) => {
     const a = await ledger.enqueue(job);
     const b = await ledger.enqueue(once);
     // What a worker that died mid-job leaves behind.
-    await rows(ledger, sql`update cronledger.jobs set status = 'running', attempts = 1, locked_by = 'dead-host:1:abc', heartbeat_at = now() - interval '10 seconds'`);
+    await rows(ledger, sql`update cronledger.job_queue set status = 'running', attempts = 1, locked_by = 'dead-host:1:abc', heartbeat_at = now() - interval '10 seconds'`);
     expect(await ledger.reap()).toEqual({ requeued: 0, failed: 0 });
     // Well past the lease, also as counted from the server's own start (an embedded PGlite may have started a moment ago).
     const later = new Date((await databaseNowMs(ledger)) + 10 * 60_000);
@@ -347,28 +349,34 @@ describe.each(BACKENDS)("worker on %s", (backend) => {
     expect(await ledger.work({ once: true })).toMatchObject({ succeeded: 1 });
   });
 
-  it("prunes finished jobs older than their retention, each status on its own clock, in batches", async () => {
+  it("prunes the days of finished jobs past their retention, each status on its own clock", async () => {
     const job = defineJob({ name: "old.job", run: () => {} });
     const pruned: number[] = [];
     const ledger = await open([job], {
       chores: { retention: { succeeded: "1d", failed: "3d", batchSize: 2 } },
       hooks: { pruned: (event) => event.table === "jobs" && pruned.push(event.rows) },
     });
-    await rows(
-      ledger,
-      sql`insert into cronledger.jobs (job_name, status, finished_at)
-          select 'old.job', s, now() - (d || ' hours')::interval
-          from (values ('succeeded', 48), ('succeeded', 47), ('succeeded', 30), ('succeeded', 2),
-                       ('failed', 48), ('failed', 80), ('queued', 0)) as v(s, d)`,
-    );
-    const result = await ledger.prune();
-    expect(result.jobRows).toBe(4);
-    expect(pruned).toEqual([4]);
+    // Judged at noon UTC of a fixed day: retention drops whole UTC days of the history.
+    const now = new Date("2026-03-10T12:00:00Z");
+    const hoursAgo = (hours: number) => new Date(now.getTime() - hours * 3_600_000);
+    await insertFinishedJobs(ledger.database.db, [
+      { jobName: "old.job", status: "succeeded", finishedAt: hoursAgo(48) },
+      { jobName: "old.job", status: "succeeded", finishedAt: hoursAgo(47) },
+      // 03-09: past one day, but its day is not: kept until the day is.
+      { jobName: "old.job", status: "succeeded", finishedAt: hoursAgo(30) },
+      { jobName: "old.job", status: "succeeded", finishedAt: hoursAgo(2) },
+      { jobName: "old.job", status: "failed", finishedAt: hoursAgo(48) },
+      { jobName: "old.job", status: "failed", finishedAt: hoursAgo(100) },
+    ]);
+    await rows(ledger, sql`insert into cronledger.job_queue (job_name) values ('old.job')`);
+    const result = await ledger.prune({ now });
+    expect(result.jobRows).toBe(3);
+    expect(pruned).toEqual([3]);
     const left = await rows<{ status: string; n: number }>(ledger, sql`select status, count(*)::int as n from cronledger.jobs group by status order by status`);
     expect(left).toEqual([
       { status: "failed", n: 1 },
       { status: "queued", n: 1 },
-      { status: "succeeded", n: 1 },
+      { status: "succeeded", n: 2 },
     ]);
   });
 
@@ -521,7 +529,7 @@ describe("worker on postgres, in real time", () => {
     const working = ledger.work({ once: true });
     await running;
     // As if this process's timers had not fired for ten seconds (a stalled pool, a blocked event loop).
-    const stall = () => rows(ledger, sql`update cronledger.jobs set heartbeat_at = now() - interval '10 seconds' where id = ${id}`);
+    const stall = () => rows(ledger, sql`update cronledger.job_queue set heartbeat_at = now() - interval '10 seconds' where id = ${id}`);
     await stall();
     expect(await ledger.reap()).toEqual({ requeued: 0, failed: 0 });
     await stall();

@@ -7,6 +7,7 @@ import type { PostgresJsDatabase } from "drizzle-orm/postgres-js";
 import { MigrationError } from "../errors.js";
 import { query, type Database } from "./connection.js";
 import { inspectSchema, MIGRATIONS_FOLDER } from "./schema-check.js";
+import { ensureHistoryPartitions, partitionHistory } from "./sql/partitions.js";
 import { rootMessage } from "./transient.js";
 
 /**
@@ -26,7 +27,10 @@ const config = { migrationsFolder: MIGRATIONS_FOLDER, migrationsSchema: MIGRATIO
 
 /**
  * Applies drizzle/ under an advisory lock: drizzle's migrator takes none, so
- * replicas migrating at boot would otherwise race on the same DDL.
+ * replicas migrating at boot would otherwise race on the same DDL. Then
+ * partitions the job history if it is a plain table (migration 0003 leaves
+ * it so, and so does the application's drizzle-kit), and makes its next
+ * days' partitions (src/db/sql/history.ts).
  * Idempotent; returns how many migrations this call applied, and how many it
  * adopted: found already applied by the application's own drizzle-kit run.
  */
@@ -37,6 +41,9 @@ export async function migrateDatabase(database: Database): Promise<{ applied: nu
       const adopted = await adoptExistingTables(database, before);
       if (database.kind === "pglite") await migratePglite(database.db as unknown as PgliteDatabase, config);
       else await migratePostgres(database.db as unknown as PostgresJsDatabase, config);
+      // What drizzle-kit cannot say, whichever route made the tables: the history partitioned, and its next days' partitions.
+      await partitionHistory(database.db);
+      await ensureHistoryPartitions(database.db);
       const after = await appliedMigrations(database);
       return { applied: after - before - adopted, adopted };
     });

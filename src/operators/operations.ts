@@ -1,5 +1,6 @@
 import type { Database } from "../db/connection.js";
-import { deleteFinishedJobs, reapStaleJobs, type ReapCounts } from "../db/sql/jobs.js";
+import { reapStaleJobs, type ReapCounts } from "../db/sql/jobs.js";
+import { ensureHistoryPartitions, pruneHistory } from "../db/sql/partitions.js";
 import { cancelQueuedJob, entryRuns, jobCounts, readyJobStats, retryingJobs, type EntryRunRow } from "../db/sql/operators.js";
 import { failUnregisteredJobs, jobsWaitingForWorker, pruneWorkers } from "../db/sql/workers.js";
 import type { Duration } from "../duration.js";
@@ -20,7 +21,7 @@ export interface RetentionOptions {
   readonly succeeded?: Duration;
   /** How long failed jobs (the failure tickets) are kept; default 7 days. */
   readonly failed?: Duration;
-  /** Rows deleted per statement, so a large backlog never holds long locks; default 1,000. */
+  /** Idempotency keys deleted per statement ahead of dropping a day of keyed jobs; default 1,000. */
   readonly batchSize?: number;
 }
 
@@ -196,28 +197,16 @@ export class Operations {
   }
 
   /**
-   * Deletes finished jobs older than their retention in bounded batches and
-   * returns how many went. Queued and running jobs are never touched. `now`
-   * overrides the database clock for tests.
+   * Removes finished jobs older than their retention and returns how many
+   * went: whole days of the history are dropped (src/db/sql/partitions.ts),
+   * never row by row, after the partitions of the days ahead are made.
+   * Queued and running jobs are never touched. `now` overrides the database
+   * clock for the cutoffs (tests).
    */
   async pruneFinished(now?: Date): Promise<number> {
     const { retention } = this.options;
-    const groups = [
-      { statuses: ["succeeded", "cancelled"], keepMs: retention.succeededMs },
-      { statuses: ["failed"], keepMs: retention.failedMs },
-    ];
-    let removed = 0;
-    for (const group of groups) {
-      // One status per statement: jobs_finished_idx (status, finished_at) then yields the oldest rows in order and the
-      // LIMIT stops the scan; `status = any(...)` made every batch read and sort the whole backlog.
-      for (const status of group.statuses) {
-        for (;;) {
-          const n = await deleteFinishedJobs(this.db, { status, keepMs: group.keepMs, limit: retention.batchSize, now });
-          removed += n;
-          if (n < retention.batchSize) break;
-        }
-      }
-    }
+    await ensureHistoryPartitions(this.db);
+    const { rows: removed } = await pruneHistory(this.db, { succeededMs: retention.succeededMs, failedMs: retention.failedMs, batchSize: retention.batchSize, now });
     this.options.events.pruned({ table: "jobs", rows: removed });
     return removed;
   }

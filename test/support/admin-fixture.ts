@@ -93,7 +93,7 @@ export async function createAdminFixture(label: string): Promise<AdminFixture> {
     ledger.database.db,
     sql.raw(`create function public.reject_sync() returns trigger language plpgsql as $$
       begin raise exception 'inventory backend is read-only'; end $$;
-      create trigger reject_sync before insert on cronledger.jobs
+      create trigger reject_sync before insert on cronledger.job_queue
       for each row when (new.job_name = 'inventory.sync') execute function public.reject_sync()`),
   );
   const token = randomBytes(24).toString("hex");

@@ -86,6 +86,6 @@ export async function slowClaimsOf(executor: Executor, marker: string, seconds: 
     executor,
     sql.raw(`create function public.${name}() returns trigger language plpgsql as $$
         begin if new.status = 'running' and new.payload ? '${marker}' then perform pg_sleep(${seconds}); end if; return new; end $$;
-      create trigger ${name} before update on cronledger.jobs for each row execute function public.${name}()`),
+      create trigger ${name} before update on cronledger.job_queue for each row execute function public.${name}()`),
   );
 }

@@ -60,7 +60,7 @@ export function workerProcessHarness(label: string): WorkerProcessHarness {
   afterEach(async () => {
     for (const child of children) child.kill("SIGKILL");
     children.clear();
-    await run(sql`truncate runs, cronledger.jobs, cronledger.schedule_state`);
+    await run(sql`truncate runs, cronledger.job_queue, cronledger.job_history, cronledger.job_keys, cronledger.job_counts, cronledger.schedule_last_runs, cronledger.schedule_state`);
   });
 
   afterAll(async () => {

@@ -1,6 +1,7 @@
 import { drizzle } from "drizzle-orm/postgres-js";
 import postgres from "postgres";
-// cronledger's tables, typed, for the app's own queries (status columns, joins, reports).
+// cronledger's jobs, typed, for the app's own queries (status columns, joins, reports): a read-only
+// view over the queue and the history, so a job is found whatever its state.
 import { jobs as cronledgerJobs } from "cronledger/schema";
 import * as schema from "./schema.js";
 

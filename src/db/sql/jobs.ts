@@ -1,29 +1,33 @@
+// A job's whole life (insert, claim, completion, heartbeat, reap) in one file, as one reads it; a little over 350 lines.
 import { sql, type SQL } from "drizzle-orm";
 import { alias } from "drizzle-orm/pg-core";
 import { LeaseExpiredError } from "../../errors.js";
-import { jobs } from "../../schema.js";
+import { jobHistory, jobKeys, jobQueue } from "../../schema.js";
 import { query, type Executor } from "../executor.js";
-import { array, arrayLiteral, clock, epochMs, milliseconds, name } from "./fragments.js";
+import { array, arrayLiteral, clock, epochMs, milliseconds, name, reusable } from "./fragments.js";
+import { archiveCtes, movedToHistory } from "./history.js";
 import { registerWorker, type WorkerRegistration } from "./workers.js";
 
 /**
- * Every statement on `cronledger.jobs`. Each is written against the table
- * and column objects of src/schema.ts, so renaming a column there breaks
- * the build here, not a query at run time. The statements are raw SQL
- * (`sql` templates) where drizzle's builder cannot say them: batches
- * travel as parallel arrays through `unnest` (a constant number of
- * parameters whatever the batch size, and one prepared statement), claims
- * need `FOR UPDATE SKIP LOCKED` inside a lateral join, and inserts notify
- * their queues in the same statement. This file holds a job's life (insert,
- * claim, complete, heartbeat, reap, delete); what operators read and do to
- * jobs (failures, retries, cancel, runs, counts) is in src/db/sql/operators.ts.
+ * A job's life: inserted into `cronledger.job_queue` (its idempotency key
+ * into `job_keys`), claimed, heartbeated, and at its end moved into
+ * `job_history` by the statement that finishes it (src/db/sql/history.ts).
+ * Each statement is written against the table and column objects of
+ * src/schema.ts, so renaming a column there breaks the build here, not a
+ * query at run time. The statements are raw SQL (`sql` templates) where
+ * drizzle's builder cannot say them: batches travel as parallel arrays
+ * through `unnest` (a constant number of parameters whatever the batch
+ * size, and one prepared statement), claims need `FOR UPDATE SKIP LOCKED`
+ * inside a lateral join, and inserts notify their queues in the same
+ * statement. What operators read and do to jobs (failures, retries, cancel,
+ * runs, counts) is in src/db/sql/operators.ts.
  */
 
 /** Workers LISTEN on this channel; the payload is the queue that gained ready jobs. */
 export const JOBS_CHANNEL = "cronledger_jobs";
 
-/** `jobs` as `j`, for statements that join it with itself or with arrays of rows. */
-const j = alias(jobs, "j");
+/** `job_queue` as `j`, for statements that join it with itself or with arrays of rows. */
+const j = alias(jobQueue, "j");
 
 /**
  * A select that notifies each distinct queue among `rows` (a CTE, optionally
@@ -65,21 +69,38 @@ export interface InsertedJob {
  * The one job insert: the `inserted` and `notified` CTEs that insert the
  * rows `select` yields (job_name, queue, payload, priority, run_at,
  * max_attempts, idempotency_key, schedule_key, scheduled_for, retry_policy,
- * in that order). Rows whose (job_name, idempotency_key) exists are skipped, and
- * each queue that gained rows is notified once, on commit. Enqueue, the
- * tick's pass and the retry of a failure all insert through it.
+ * in that order). Each row draws its id first; a keyed row takes its
+ * (job_name, idempotency_key) in `job_keys` and is inserted only if it got
+ * it, so a key held by any job, queued, running or finished, is skipped,
+ * and two inserts of the same key wait on each other's key row, not on a
+ * read that a concurrent finish could slip past. Each queue that gained
+ * rows is notified once, on commit. Enqueue, the tick's pass and the retry
+ * of a failure all insert through it.
  */
 export function jobInsertCtes(select: SQL): SQL {
+  const q = jobQueue;
+  const columns = [q.jobName, q.queue, q.payload, q.priority, q.runAt, q.maxAttempts, q.idempotencyKey, q.scheduleKey, q.scheduledFor, q.retryPolicy];
+  const list = sql.join(
+    columns.map((column) => name(column)),
+    sql`, `,
+  );
   return sql`
-    inserted as (
-      insert into ${jobs}
-        (${name(jobs.jobName)}, ${name(jobs.queue)}, ${name(jobs.payload)}, ${name(jobs.priority)}, ${name(jobs.runAt)},
-         ${name(jobs.maxAttempts)}, ${name(jobs.idempotencyKey)}, ${name(jobs.scheduleKey)}, ${name(jobs.scheduledFor)}, ${name(jobs.retryPolicy)})
-      ${select}
-      on conflict (${name(jobs.jobName)}, ${name(jobs.idempotencyKey)}) where ${name(jobs.idempotencyKey)} is not null do nothing
-      returning ${name(jobs.id)}, ${name(jobs.jobName)}, ${name(jobs.idempotencyKey)}, ${name(jobs.scheduleKey)}, ${name(jobs.queue)}
+    new_jobs as materialized (
+      select nextval(${JOB_ID_SEQUENCE}::regclass) as id, s.* from (${select}) as s(${list})
+    ), keyed as (
+      insert into ${jobKeys} (${name(jobKeys.jobName)}, ${name(jobKeys.idempotencyKey)}, ${name(jobKeys.jobId)})
+      select job_name, idempotency_key, id from new_jobs where idempotency_key is not null
+      on conflict do nothing
+      returning ${jobKeys.jobId} as id
+    ), inserted as (
+      insert into ${jobQueue} (${name(q.id)}, ${list}) overriding system value
+      select id, ${list} from new_jobs where idempotency_key is null or id in (select id from keyed)
+      returning ${name(q.id)}, ${name(q.jobName)}, ${name(q.idempotencyKey)}, ${name(q.scheduleKey)}, ${name(q.queue)}
     ), notified as (${notifyQueues(sql`inserted`)})`;
 }
+
+/** The sequence of job ids (`job_queue.id`'s identity; history rows keep the id they had). */
+const JOB_ID_SEQUENCE = "cronledger.job_queue_id_seq";
 
 /** Inserts any number of jobs in one statement: columns travel as parallel arrays through unnest, a constant 11 parameters. */
 export async function insertJobs(executor: Executor, rows: readonly NewJobRow[]): Promise<InsertedJob[]> {
@@ -99,17 +120,27 @@ export async function insertJobs(executor: Executor, rows: readonly NewJobRow[])
   );
 }
 
-/** The ids (and statuses) of existing jobs holding any of these (job name, idempotency key) pairs. */
+/**
+ * The jobs holding any of these (job name, idempotency key) pairs, with
+ * their status wherever they are (queue or history; `deleted` for a key
+ * whose job was deleted by hand).
+ */
 export async function jobsByIdempotencyKey(
   executor: Executor,
   jobNames: readonly string[],
   keys: readonly string[],
 ): Promise<{ id: number; job_name: string; idempotency_key: string; status: string }[]> {
+  const k = jobKeys;
   return query(
     executor,
-    sql`select ${jobs.id}::float8 as id, ${jobs.jobName} as job_name, ${jobs.idempotencyKey} as idempotency_key, ${jobs.status} as status
-        from ${jobs}
-        where ${jobs.jobName} = any(${array(jobNames, "text")}) and ${jobs.idempotencyKey} = any(${array(keys, "text")})`,
+    sql`select ${k.jobId}::float8 as id, ${k.jobName} as job_name, ${k.idempotencyKey} as idempotency_key,
+          coalesce(
+            (select ${jobQueue.status} from ${jobQueue} where ${jobQueue.id} = ${k.jobId}),
+            (select ${jobHistory.status} from ${jobHistory} where ${jobHistory.id} = ${k.jobId} limit 1),
+            'deleted'
+          ) as status
+        from ${jobKeys}
+        where ${k.jobName} = any(${array(jobNames, "text")}) and ${k.idempotencyKey} = any(${array(keys, "text")})`,
   );
 }
 
@@ -166,46 +197,73 @@ export interface ClaimRequest {
  * path from enqueue to start and on every claim of a drain.
  */
 export async function claimJobs(executor: Executor, request: ClaimRequest): Promise<ClaimedJob[]> {
-  const ready = (queue: SQL, names: readonly string[], limit: number) => sql`
-    select ${jobs.id} as id, ${jobs.priority} as priority, ${jobs.runAt} as run_at from ${jobs}
-    where ${jobs.queue} = ${queue} and ${jobs.status} = 'queued' and ${jobs.runAt} <= ${clock(request.now)}
-      and ${jobs.jobName} = any(${array(names, "text")})
-    order by ${jobs.priority}, ${jobs.runAt}, ${jobs.id}
-    limit ${limit}
-    for update skip locked`;
-  const ordinary =
-    request.limit > 0 && request.jobNames.length > 0
-      ? sql`array(
-          select c.id from unnest(${array(request.queues, "text")}) as q(name)
-          cross join lateral (${ready(sql`q.name`, request.jobNames, request.limit)}) c
-          order by c.priority, c.run_at, c.id
-          limit ${request.limit}
-        )`
-      : sql`array[]::bigint[]`;
+  const ordinary = request.limit > 0 && request.jobNames.length > 0;
   const { chores } = request;
-  const claimed =
-    chores === undefined || chores.jobNames.length === 0 || chores.limit <= 0
-      ? ordinary
-      : sql`array(select id from (${ready(sql`${chores.queue}`, chores.jobNames, chores.limit)}) as chores) || ${ordinary}`;
+  const withChores = chores !== undefined && chores.jobNames.length > 0 && chores.limit > 0;
+  const shape = `${ordinary}:${withChores}:${request.now !== undefined}`;
+  let statement = claimStatements.get(shape);
+  if (statement === undefined) {
+    statement = claimStatement(ordinary, withChores, request.now !== undefined);
+    claimStatements.set(shape, statement);
+  }
   return query<ClaimedJob>(
     executor,
-    sql`update ${jobs} as j
-        set ${name(jobs.status)} = 'running', ${name(jobs.attempts)} = ${j.attempts} + 1, ${name(jobs.lockedBy)} = ${request.workerId},
-            ${name(jobs.heartbeatAt)} = now(), ${name(jobs.startedAt)} = now()
+    statement({
+      worker: request.workerId,
+      queues: request.queues,
+      names: request.jobNames,
+      limit: request.limit,
+      choreQueue: chores?.queue ?? null,
+      choreNames: chores?.jobNames ?? [],
+      choreLimit: chores?.limit ?? 0,
+      now: request.now?.toISOString() ?? null,
+    }),
+  );
+}
+
+type ClaimSlot = "worker" | "queues" | "names" | "limit" | "choreQueue" | "choreNames" | "choreLimit" | "now";
+const claimStatements = new Map<string, (values: Readonly<Record<ClaimSlot, unknown>>) => SQL>();
+
+/** The claim's text, rendered once per shape: with ordinary jobs, with chores, judged at a given instant. */
+function claimStatement(ordinary: boolean, withChores: boolean, fixedClock: boolean) {
+  const q = jobQueue;
+  return reusable<ClaimSlot>((value) => {
+    const now = fixedClock ? sql`${value("now")}::timestamptz` : sql`now()`;
+    const ready = (queue: SQL, names: SQL, limit: SQL) => sql`
+      select ${q.id} as id, ${q.priority} as priority, ${q.runAt} as run_at from ${jobQueue}
+      where ${q.queue} = ${queue} and ${q.status} = 'queued' and ${q.runAt} <= ${now}
+        and ${q.jobName} = any(${names}::text[])
+      order by ${q.priority}, ${q.runAt}, ${q.id}
+      limit ${limit}
+      for update skip locked`;
+    const claimable = ordinary
+      ? sql`array(
+          select c.id from unnest(${value("queues")}::text[]) as q(name)
+          cross join lateral (${ready(sql`q.name`, value("names"), sql`${value("limit")}::int`)}) c
+          order by c.priority, c.run_at, c.id
+          limit ${value("limit")}::int
+        )`
+      : sql`array[]::bigint[]`;
+    const claimed = withChores
+      ? sql`array(select id from (${ready(sql`${value("choreQueue")}::text`, value("choreNames"), sql`${value("choreLimit")}::int`)}) as chores) || ${claimable}`
+      : claimable;
+    return sql`update ${jobQueue} as j
+        set ${name(q.status)} = 'running', ${name(q.attempts)} = ${j.attempts} + 1, ${name(q.lockedBy)} = ${value("worker")}::text,
+            ${name(q.heartbeatAt)} = now(), ${name(q.startedAt)} = now()
         where ${j.id} = any(${claimed})
-          -- The claim commits without waiting for its WAL flush (see below).
+          -- The claim commits without waiting for its WAL flush (see claimJobs).
           and (select set_config('synchronous_commit', 'off', true)) = 'off'
         returning ${j.id}::float8 as "id", ${j.jobName} as "jobName", ${j.queue} as "queue", ${j.payload}::text as "payload",
           ${j.priority} as "priority", ${epochMs(j.runAt)} as "runAtMs", ${j.attempts} as "attempts", ${j.maxAttempts} as "maxAttempts",
-          ${epochMs(j.scheduledFor)} as "scheduledForMs", ${j.scheduleKey} as "scheduleKey", ${j.retryPolicy}::text as "retryPolicy"`,
-  );
+          ${epochMs(j.scheduledFor)} as "scheduledForMs", ${j.scheduleKey} as "scheduleKey", ${j.retryPolicy}::text as "retryPolicy"`;
+  });
 }
 
 /** How one attempt's row is written back. */
 export interface CompletionRow {
   readonly id: number;
-  /** `queued`: back to the queue, after `delayMs` (a retry) or at once (`returned`). */
-  readonly status: "succeeded" | "failed" | "queued";
+  /** `queued`: back to the queue, after `delayMs` (a retry) or at once (`returned`); any other status ends the job. */
+  readonly status: "succeeded" | "failed" | "cancelled" | "queued";
   readonly outcome: string | null;
   /** Stored as last_error when set; the previous error is kept otherwise. */
   readonly error: string | null;
@@ -215,34 +273,75 @@ export interface CompletionRow {
 }
 
 /**
- * Writes the ends of many attempts in one statement. Every row is guarded by
- * `locked_by = workerId and status = 'running'`, so a job the reaper took
- * back is never overwritten by its old worker.
+ * Whether a completion's own transaction waits for its WAL flush. It does
+ * not: a completion that a server crash loses leaves its job running, and
+ * the reaper runs it again after the lease (at least once, as for a worker
+ * that died). Not waiting keeps completion batches from holding the WAL
+ * flush that an enqueue's commit waits behind (docs/decisions.md, "Job storage").
+ */
+const COMPLETIONS_WAIT_FOR_FLUSH = false;
+
+/**
+ * Writes the ends of many attempts in one statement: a job that ends leaves
+ * the queue for the history (archiveCtes), a job that will run again is
+ * updated in the queue. Every row is guarded by `locked_by = workerId and
+ * status = 'running'`, so a job the reaper took back is never overwritten
+ * by its old worker.
  */
 export async function completeJobs(executor: Executor, workerId: string, rows: readonly CompletionRow[], now?: Date): Promise<void> {
-  const column = <K extends Exclude<keyof CompletionRow, "returned">>(key: K) => arrayLiteral(rows.map((row) => row[key]));
-  const returned = arrayLiteral(rows.map((row) => (row.returned ? 1 : 0)));
+  // Which rows to touch travels as two id arrays (the primary key finds them, whatever the planner thinks
+  // of how many are running); each row's own values as one JSON object keyed by id, read by a binary
+  // search of its keys. Joined to the rows of an unnest instead, the plan hung on the estimate of running
+  // rows: after an ANALYZE that saw none, the planner looped over the whole batch for every row it
+  // updated (30-80 ms for 500 rows, against 8).
+  const values = JSON.stringify(Object.fromEntries(rows.map((row) => [row.id, [row.status, row.outcome, row.error, row.delayMs, row.returned ? 1 : 0]])));
+  const statement = now === undefined ? completionAtDatabaseClock : completionAtFixedClock;
   await executor.execute(
-    sql`with done as (
-          update ${jobs} as j set
-            ${name(jobs.status)} = t.status,
-            ${name(jobs.outcome)} = t.outcome,
-            ${name(jobs.lastError)} = coalesce(t.error, ${j.lastError}),
-            ${name(jobs.attempts)} = ${j.attempts} - t.returned,
-            ${name(jobs.runAt)} = case when t.status = 'queued' then ${clock(now)} + ${milliseconds(sql`t.delay_ms`)} else ${j.runAt} end,
-            ${name(jobs.finishedAt)} = case when t.status = 'queued' then null else now() end,
-            ${name(jobs.lockedBy)} = null,
-            ${name(jobs.heartbeatAt)} = null
-          from unnest(
-            ${column("id")}::bigint[], ${column("status")}::text[], ${column("outcome")}::text[],
-            ${column("error")}::text[], ${column("delayMs")}::float8[], ${returned}::int[]
-          ) as t(id, status, outcome, error, delay_ms, returned)
-          where ${j.id} = t.id and ${j.lockedBy} = ${workerId} and ${j.status} = 'running'
-          returning ${j.queue} as queue, t.returned
-        )
-        ${notifyQueues(sql`done where returned = 1`)}`,
+    statement({
+      values,
+      ended: rows.filter((row) => row.status !== "queued").map((row) => row.id),
+      again: rows.filter((row) => row.status === "queued").map((row) => row.id),
+      worker: workerId,
+      now: now?.toISOString() ?? null,
+    }),
   );
 }
+
+/** The completion's text, rendered once (src/db/sql/fragments.ts, reusable); with `fixedClock` a retry counts its delay from `now`. */
+function completionStatement(fixedClock: boolean) {
+  const q = jobQueue;
+  return reusable<"values" | "ended" | "again" | "worker" | "now">((value) => {
+    // `<> 'queued'` is `= 'running'` in this table (its check constraint), said so that the planner finds the rows
+    // by primary key: matched to the running-heartbeat index's predicate, it read that index whole, dead
+    // entries of every batch finished since the last vacuum included, so a drain's completions grew slower
+    // as it went (60-120 ms each for 500 rows where 8 would do).
+    const held = sql`${j.lockedBy} = ${value("worker")}::text and ${j.status} <> 'queued'`;
+    const of = (index: number) => sql`(b.v -> ${j.id}::text ->> ${sql.raw(String(index))})`;
+    const clockNow = fixedClock ? sql`${value("now")}::timestamptz` : sql`now()`;
+    // The id arrays are columns of the one-row `b`, not constants: against a constant array of 500 ids the
+    // planner costs 500 index probes and, on a queue of tens of thousands, prefers reading the whole table
+    // (4-8 µs a job); against `b`'s column it probes the primary key.
+    return sql`with b as (select ${value("values")}::jsonb as v, ${value("ended")}::bigint[] as ended, ${value("again")}::bigint[] as again), requeued as (
+          update ${jobQueue} as j set
+            ${name(q.status)} = 'queued',
+            ${name(q.lastError)} = coalesce(${of(2)}, ${j.lastError}),
+            ${name(q.attempts)} = ${j.attempts} - ${of(4)}::int,
+            ${name(q.runAt)} = ${clockNow} + ${milliseconds(sql`${of(3)}::float8`)},
+            ${name(q.lockedBy)} = null,
+            ${name(q.heartbeatAt)} = null
+          from b where ${j.id} = any(b.again) and ${held}
+          returning ${j.queue} as queue, ${of(4)}::int as returned
+        ), moved as (
+          delete from ${jobQueue} as j using b where ${j.id} = any(b.ended) and ${held}
+            ${COMPLETIONS_WAIT_FOR_FLUSH ? sql`` : sql`and (select set_config('synchronous_commit', 'off', true)) = 'off'`}
+          returning ${movedToHistory({ status: of(0), outcome: of(1), lastError: sql`coalesce(${of(2)}, ${j.lastError})` })}
+        ), ${archiveCtes()}
+        ${notifyQueues(sql`requeued where returned = 1`)}`;
+  });
+}
+
+const completionAtDatabaseClock = completionStatement(false);
+const completionAtFixedClock = completionStatement(true);
 
 /**
  * Refreshes the heartbeat of the given jobs that this worker still holds and
@@ -254,14 +353,14 @@ export async function heartbeatJobs(executor: Executor, worker: WorkerRegistrati
   const rows = await query<{ id: number }>(
     executor,
     sql`with registered as (${registerWorker(worker)})
-        update ${jobs} set ${name(jobs.heartbeatAt)} = now()
-        where ${jobs.id} = any(${array(ids, "bigint")}) and ${jobs.lockedBy} = ${worker.id} and ${jobs.status} = 'running'
-        returning ${jobs.id}::float8 as id`,
+        update ${jobQueue} set ${name(jobQueue.heartbeatAt)} = now()
+        where ${jobQueue.id} = any(${array(ids, "bigint")}) and ${jobQueue.lockedBy} = ${worker.id} and ${jobQueue.status} <> 'queued'
+        returning ${jobQueue.id}::float8 as id`,
   );
   return new Set(rows.map((row) => row.id));
 }
 
-// ---------------------------------------------------------------- reaping and retention
+// ---------------------------------------------------------------- reaping
 
 export interface ReapCounts {
   /** Jobs returned to the queue for another attempt. */
@@ -276,64 +375,45 @@ export interface ReapCounts {
  * Takes back running jobs whose heartbeat is older than the lease: their
  * worker died or lost the database. The lost attempt counts (it may have had
  * effects), so a job with attempts left is requeued at once (at-least-once)
- * and one without fails terminally; last_error is a LeaseExpiredError naming
- * the worker that went quiet. Served by jobs_running_heartbeat_idx; queues
- * that regain jobs are notified.
+ * and one without fails terminally, moving to the history; last_error is a
+ * LeaseExpiredError naming the worker that went quiet. Served by
+ * job_queue_running_heartbeat_idx; queues that regain jobs are notified.
  *
  * The lease also counts from the server's own start: while PostgreSQL was
  * down nobody could heartbeat, so after a restart every worker gets a whole
  * lease to reconnect and beat before any of its jobs is taken back.
  */
 export async function reapStaleJobs(executor: Executor, leaseMs: number, now?: Date): Promise<ReapCounts> {
+  const q = jobQueue;
   const exhausted = sql`${j.attempts} >= ${j.maxAttempts}`;
   const cutoff = sql`${clock(now)} - ${milliseconds(leaseMs)}`;
+  const leaseError = (outcome: string) =>
+    sql`format(${LeaseExpiredError.FORMAT}::text, coalesce(${j.lockedBy}, '?'), ${j.attempts}, ${j.heartbeatAt}::text, ${Math.round(leaseMs)}::int, ${outcome}::text)`;
   const rows = await query<{ status: string; job_name: string; n: number }>(
     executor,
     sql`with stale as (
-          select ${jobs.id} as id from ${jobs}
-          where ${jobs.status} = 'running' and ${jobs.heartbeatAt} < ${cutoff} and pg_postmaster_start_time() < ${cutoff}
+          select ${q.id} as id from ${jobQueue}
+          where ${q.status} = 'running' and ${q.heartbeatAt} < ${cutoff} and pg_postmaster_start_time() < ${cutoff}
           for update skip locked
-        ), reaped as (
-          update ${jobs} as j set
-            ${name(jobs.status)} = case when ${exhausted} then 'failed' else 'queued' end,
-            ${name(jobs.runAt)} = case when ${exhausted} then ${j.runAt} else now() end,
-            ${name(jobs.finishedAt)} = case when ${exhausted} then now() else null end,
-            ${name(jobs.lastError)} = format(${LeaseExpiredError.FORMAT}::text, coalesce(${j.lockedBy}, '?'), ${j.attempts}, ${j.heartbeatAt}::text,
-              ${Math.round(leaseMs)}::int, case when ${exhausted} then ${LeaseExpiredError.FAILED}::text else ${LeaseExpiredError.REQUEUED}::text end),
-            ${name(jobs.lockedBy)} = null,
-            ${name(jobs.heartbeatAt)} = null
-          from stale where ${j.id} = stale.id
-          returning ${j.status} as status, ${j.queue} as queue, ${j.jobName} as job_name
-        ), notified as (${notifyQueues(sql`reaped where status = 'queued'`)})
-        select status, job_name, count(*)::int as n from reaped, notified group by status, job_name`,
+        ), requeued as (
+          update ${jobQueue} as j set
+            ${name(q.status)} = 'queued',
+            ${name(q.runAt)} = now(),
+            ${name(q.lastError)} = ${leaseError(LeaseExpiredError.REQUEUED)},
+            ${name(q.lockedBy)} = null,
+            ${name(q.heartbeatAt)} = null
+          where ${j.id} = any(array(select id from stale)) and not ${exhausted}
+          returning ${j.queue} as queue, ${j.jobName} as job_name
+        ), moved as (
+          delete from ${jobQueue} as j where ${j.id} = any(array(select id from stale)) and ${exhausted}
+          returning ${movedToHistory({ status: sql`'failed'`, outcome: sql`null::text`, lastError: leaseError(LeaseExpiredError.FAILED) })}
+        ), ${archiveCtes()}, notified as (${notifyQueues(sql`requeued`)})
+        select status, job_name, count(*)::int as n
+        from (select 'queued' as status, job_name from requeued union all select 'failed', job_name from moved) as reaped
+        cross join notified
+        group by status, job_name`,
   );
   const count = (status: string) => rows.filter((row) => row.status === status).reduce((sum, row) => sum + row.n, 0);
   const failedByJob = Object.fromEntries(rows.filter((row) => row.status === "failed").map((row) => [row.job_name, row.n]));
   return { requeued: count("queued"), failed: count("failed"), failedByJob };
-}
-
-/**
- * Deletes at most `limit` finished jobs of one status that finished more
- * than `keepMs` ago, oldest first, and returns how many went. One status
- * makes the scan an ordered range of jobs_finished_idx (status, finished_at)
- * that the LIMIT ends. Queued and running jobs are never touched.
- */
-export async function deleteFinishedJobs(
-  executor: Executor,
-  batch: { readonly status: string; readonly keepMs: number; readonly limit: number; readonly now?: Date | undefined },
-): Promise<number> {
-  const [row] = await query<{ n: number }>(
-    executor,
-    sql`with doomed as (
-          select ${jobs.id} as id from ${jobs}
-          where ${jobs.status} = ${batch.status} and ${jobs.finishedAt} is not null
-            and ${jobs.finishedAt} < ${clock(batch.now)} - ${milliseconds(batch.keepMs)}
-          order by ${jobs.finishedAt}
-          limit ${batch.limit}
-        ), deleted as (
-          delete from ${jobs} as j using doomed where ${j.id} = doomed.id returning 1
-        )
-        select count(*)::int as n from deleted`,
-  );
-  return row?.n ?? 0;
 }

@@ -1,6 +1,6 @@
 import { sql } from "drizzle-orm";
 import { alias } from "drizzle-orm/pg-core";
-import { scheduleState, scheduleVersions } from "../../schema.js";
+import { scheduleLastRuns, scheduleState, scheduleVersions } from "../../schema.js";
 import { query, type Executor } from "../executor.js";
 import { array, arrayLiteral, clock, epochMs, milliseconds, name } from "./fragments.js";
 import { jobInsertCtes } from "./jobs.js";
@@ -275,7 +275,8 @@ export interface LedgerPrune {
  * the grace: rows no pass has written (`updated_at`) within it, whose key no
  * schedule reported within it (schedule_versions) and that are not the
  * caller's own. Rows another session holds are left for the next prune.
- * Versions not reported within the grace go too. Returns the ledger rows deleted.
+ * Their entries' last runs (schedule_last_runs) go with them, and versions
+ * not reported within the grace too. Returns the ledger rows deleted.
  */
 export async function pruneLedgerRows(executor: Executor, prune: LedgerPrune): Promise<number> {
   const cutoff = sql`${clock(prune.now)} - ${milliseconds(prune.graceMs)}`;
@@ -292,7 +293,9 @@ export async function pruneLedgerRows(executor: Executor, prune: LedgerPrune): P
             and not exists (select 1 from reported r where r.key = ${s.key})
           for update skip locked
         ), deleted as (
-          delete from ${scheduleState} as s using doomed where ${s.key} = doomed.key returning 1
+          delete from ${scheduleState} as s using doomed where ${s.key} = doomed.key returning ${s.key} as key
+        ), last_runs as (
+          delete from ${scheduleLastRuns} where ${scheduleLastRuns.scheduleKey} in (select key from deleted)
         ), forgotten as (
           delete from ${scheduleVersions} where ${scheduleVersions.namespace} = ${prune.namespace} and ${scheduleVersions.reportedAt} < ${cutoff}
         )

@@ -1,15 +1,21 @@
-import { sql } from "drizzle-orm";
-import { jobs } from "../../schema.js";
+import { sql, type SQL } from "drizzle-orm";
+import { alias } from "drizzle-orm/pg-core";
+import { jobCounts as jobCountsTable, jobHistory, jobQueue, jobs, scheduleLastRuns } from "../../schema.js";
 import { query, type Executor } from "../executor.js";
-import { array, epochMicrosText, epochMs, name } from "./fragments.js";
+import { array, epochMicrosText, epochMs } from "./fragments.js";
+import { archiveCtes, movedToHistory } from "./history.js";
 import { jobInsertCtes } from "./jobs.js";
 
 /**
  * What operators (the status model, the Schedule page, the CLI, the
- * failures API) read and do to `cronledger.jobs` outside a job's own life:
- * failures and their retries, cancel, each entry's recent runs, jobs waiting
- * for a retry, ready-queue statistics and counts. Built on the tables of
- * src/schema.ts like src/db/sql/jobs.ts, which holds the data path.
+ * failures API) read and do to jobs outside a job's own life: failures and
+ * their retries, cancel, each entry's recent runs, jobs waiting for a retry,
+ * ready-queue statistics and counts. Built on the tables of src/schema.ts
+ * like src/db/sql/jobs.ts, which holds the data path: live jobs are in
+ * `job_queue`, finished ones in `job_history` (partitioned by day, so a
+ * read of it that no day bound narrows looks at every day's partition;
+ * `finished_at <= now()` leaves out the days made ahead, which a job
+ * finishing by the database clock cannot be in yet).
  */
 
 // ---------------------------------------------------------------- failures and their retries
@@ -31,33 +37,33 @@ export interface FailedJobRow {
 
 /**
  * Terminal failures, newest first, `limit` of them after the `before`
- * cursor (failure instant in microseconds, then id). A failed row without
- * finished_at (written by hand) counts from its creation. Served by
- * jobs_failed_job_name_idx when filtered by job name.
+ * cursor (failure instant in microseconds, then id). Read from the failed
+ * partitions of the history through job_history_failed_idx (finished_at,
+ * id), or job_history_failed_job_name_idx when filtered by job name.
  */
 export async function failedJobs(
   executor: Executor,
   filter: { readonly jobName?: string | undefined; readonly before?: { readonly micros: string; readonly id: number } | null; readonly limit: number },
 ): Promise<FailedJobRow[]> {
-  const failedAt = sql`coalesce(${jobs.finishedAt}, ${jobs.createdAt})`;
+  const h = jobHistory;
   const before = filter.before;
   return query<FailedJobRow>(
     executor,
-    sql`select ${jobs.id}::float8 as id, ${jobs.jobName} as job_name, ${jobs.queue} as queue, ${jobs.attempts} as attempts,
-               ${jobs.maxAttempts} as max_attempts, ${jobs.lastError} as last_error,
-               ${epochMs(failedAt)} as failed_at_ms,
-               ${epochMicrosText(failedAt)} as failed_at_us,
-               ${epochMs(jobs.scheduledFor)} as scheduled_for_ms,
-               ${jobs.scheduleKey} as schedule_key, ${jobs.idempotencyKey} as idempotency_key, ${jobs.retryPolicy}::text as retry_policy
-        from ${jobs}
-        where ${jobs.status} = 'failed'
-          ${filter.jobName === undefined ? sql`` : sql`and ${jobs.jobName} = ${filter.jobName}`}
+    sql`select ${h.id}::float8 as id, ${h.jobName} as job_name, ${h.queue} as queue, ${h.attempts} as attempts,
+               ${h.maxAttempts} as max_attempts, ${h.lastError} as last_error,
+               ${epochMs(h.finishedAt)} as failed_at_ms,
+               ${epochMicrosText(h.finishedAt)} as failed_at_us,
+               ${epochMs(h.scheduledFor)} as scheduled_for_ms,
+               ${h.scheduleKey} as schedule_key, ${h.idempotencyKey} as idempotency_key, ${h.retryPolicy}::text as retry_policy
+        from ${jobHistory}
+        where ${h.status} = 'failed' and ${h.finishedAt} <= now()
+          ${filter.jobName === undefined ? sql`` : sql`and ${h.jobName} = ${filter.jobName}`}
           ${
             before === undefined || before === null
               ? sql``
-              : sql`and (${failedAt}, ${jobs.id}) < (timestamptz 'epoch' + ${before.micros}::bigint * interval '1 microsecond', ${before.id}::bigint)`
+              : sql`and (${h.finishedAt}, ${h.id}) < (timestamptz 'epoch' + ${before.micros}::bigint * interval '1 microsecond', ${before.id}::bigint)`
           }
-        order by ${failedAt} desc, ${jobs.id} desc
+        order by ${h.finishedAt} desc, ${h.id} desc
         limit ${filter.limit}`,
   );
 }
@@ -66,7 +72,7 @@ export async function failedJobs(
 export async function jobSummary(executor: Executor, id: number): Promise<{ job_name: string; status: string; idempotency_key: string | null } | undefined> {
   const [row] = await query<{ job_name: string; status: string; idempotency_key: string | null }>(
     executor,
-    sql`select ${jobs.jobName} as job_name, ${jobs.status} as status, ${jobs.idempotencyKey} as idempotency_key from ${jobs} where ${jobs.id} = ${id}`,
+    sql`select ${jobs.jobName} as job_name, ${jobs.status} as status, ${jobs.idempotencyKey} as idempotency_key from ${jobs} where ${jobs.id} = ${id} limit 1`,
   );
   return row;
 }
@@ -80,13 +86,14 @@ export async function jobSummary(executor: Executor, id: number): Promise<{ job_
  * the key already exists or the job is no longer failed.
  */
 export async function copyFailedJob(executor: Executor, id: number, idempotencyKey: string, maxAttempts: number | null): Promise<number | undefined> {
+  const h = jobHistory;
   const [row] = await query<{ id: number }>(
     executor,
     sql`with ${jobInsertCtes(sql`
-          select ${jobs.jobName}, ${jobs.queue}, ${jobs.payload}, ${jobs.priority}, now(),
-                 case when ${jobs.retryPolicy} is null then coalesce(${maxAttempts}::int, ${jobs.maxAttempts}) else ${jobs.maxAttempts} end,
-                 ${idempotencyKey}::text, ${jobs.scheduleKey}, ${jobs.scheduledFor}, ${jobs.retryPolicy}
-          from ${jobs} where ${jobs.id} = ${id} and ${jobs.status} = 'failed'`)}
+          select ${h.jobName}, ${h.queue}, ${h.payload}, ${h.priority}, now(),
+                 case when ${h.retryPolicy} is null then coalesce(${maxAttempts}::int, ${h.maxAttempts}) else ${h.maxAttempts} end,
+                 ${idempotencyKey}::text, ${h.scheduleKey}, ${h.scheduledFor}, ${h.retryPolicy}
+          from ${jobHistory} where ${h.id} = ${id} and ${h.status} = 'failed' limit 1`)}
         select inserted.id::float8 as id from inserted cross join notified`,
   );
   return row?.id;
@@ -96,25 +103,25 @@ export async function copyFailedJob(executor: Executor, id: number, idempotencyK
 
 /**
  * Cancels job `id` if it is queued (waiting for its first run or for a
- * retry): terminal `cancelled`, finished now. A running job is not touched
- * (its worker would overwrite the status), nor a finished one. Returns the
- * status the job had, and whether this statement cancelled it; undefined
- * when there is no such job.
+ * retry): it moves to the history as `cancelled`, finished now. A running
+ * job is not touched (its worker would overwrite the status), nor a
+ * finished one. Returns the status the job had, and whether this statement
+ * cancelled it; undefined when there is no such job.
  */
 export async function cancelQueuedJob(
   executor: Executor,
   id: number,
 ): Promise<{ job_name: string; status: string; attempts: number; max_attempts: number; cancelled: boolean } | undefined> {
+  const j = alias(jobQueue, "j");
   const [row] = await query<{ job_name: string; status: string; attempts: number; max_attempts: number; cancelled: boolean }>(
     executor,
-    sql`with cancelled as (
-          update ${jobs} set ${name(jobs.status)} = 'cancelled', ${name(jobs.finishedAt)} = now()
-          where ${jobs.id} = ${id} and ${jobs.status} = 'queued'
-          returning ${jobs.id} as id
-        )
+    sql`with moved as (
+          delete from ${jobQueue} as j where ${j.id} = ${id} and ${j.status} = 'queued'
+          returning ${movedToHistory({ status: sql`'cancelled'`, outcome: sql`null::text`, lastError: sql`${j.lastError}` })}
+        ), ${archiveCtes()}
         select ${jobs.jobName} as job_name, ${jobs.status} as status, ${jobs.attempts} as attempts, ${jobs.maxAttempts} as max_attempts,
-               exists (select 1 from cancelled) as cancelled
-        from ${jobs} where ${jobs.id} = ${id}`,
+               exists (select 1 from moved) as cancelled
+        from ${jobs} where ${jobs.id} = ${id} limit 1`,
   );
   return row;
 }
@@ -138,23 +145,39 @@ export interface EntryRunRow {
 
 /**
  * The `limit` most recent runs of each schedule key, newest slot first (an
- * operator's retry of a slot, sharing it, comes before the original). One
- * index range scan per key through jobs_schedule_runs_idx, read backwards,
- * so the cost is keys x limit rows whatever the table holds.
+ * operator's retry of a slot, sharing it, comes before the original). Per
+ * key: its live jobs through job_queue_schedule_idx, and its finished ones
+ * through job_history_runs_idx on every day of the history (read backwards,
+ * `limit` rows each), so the cost is keys x limit x days whatever the days
+ * hold. For the newest run alone (`limit` 1: an entry's status) the
+ * history is not read: schedule_last_runs holds each entry's last finished
+ * run, one row, which is also shown after retention dropped its day.
  */
 export async function entryRuns(executor: Executor, keys: readonly string[], limit: number): Promise<EntryRunRow[]> {
   if (keys.length === 0) return [];
+  // The run columns of a row of the queue (no end yet) or of a finished one (history, last runs).
+  type Source = typeof jobQueue | typeof jobHistory | typeof scheduleLastRuns;
+  const run = (t: Source, end: { readonly outcome: SQL; readonly finishedAt: SQL }) => sql`
+    ${t.id}::float8 as id, ${t.status} as status, ${end.outcome} as outcome, ${t.attempts} as attempts, ${t.maxAttempts} as max_attempts,
+    ${epochMs(t.scheduledFor)} as scheduled_for_ms, ${epochMs(t.runAt)} as run_at_ms, ${epochMs(t.startedAt)} as started_at_ms,
+    ${end.finishedAt} as finished_at_ms,
+    case when ${t.status} = 'failed' or (${t.status} = 'queued' and ${t.attempts} > 0) then ${t.lastError} end as last_error`;
+  const q = jobQueue;
+  const h = jobHistory;
+  const r = scheduleLastRuns;
+  const live = sql`select ${run(q, { outcome: sql`null::text`, finishedAt: sql`null::float8` })} from ${jobQueue}
+    where ${q.scheduleKey} = k.key order by ${q.scheduledFor} desc, ${q.id} desc limit ${limit}`;
+  const finished =
+    limit === 1
+      ? sql`select ${run(r, { outcome: sql`${r.outcome}`, finishedAt: epochMs(r.finishedAt) })} from ${scheduleLastRuns} where ${r.scheduleKey} = k.key`
+      : sql`select ${run(h, { outcome: sql`${h.outcome}`, finishedAt: epochMs(h.finishedAt) })} from ${jobHistory}
+          where ${h.scheduleKey} = k.key and ${h.finishedAt} <= now() order by ${h.scheduledFor} desc, ${h.id} desc limit ${limit}`;
   return query<EntryRunRow>(
     executor,
     sql`select k.key as schedule_key, r.* from unnest(${array(keys, "text")}) as k(key)
         cross join lateral (
-          select ${jobs.id}::float8 as id, ${jobs.status} as status, ${jobs.outcome} as outcome, ${jobs.attempts} as attempts,
-                 ${jobs.maxAttempts} as max_attempts, ${epochMs(jobs.scheduledFor)} as scheduled_for_ms, ${epochMs(jobs.runAt)} as run_at_ms,
-                 ${epochMs(jobs.startedAt)} as started_at_ms, ${epochMs(jobs.finishedAt)} as finished_at_ms,
-                 case when ${jobs.status} = 'failed' or (${jobs.status} = 'queued' and ${jobs.attempts} > 0) then ${jobs.lastError} end as last_error
-          from ${jobs}
-          where ${jobs.scheduleKey} = k.key
-          order by ${jobs.scheduledFor} desc, ${jobs.id} desc
+          select * from ((${live}) union all (${finished})) as runs
+          order by scheduled_for_ms desc, id desc
           limit ${limit}
         ) r`,
   );
@@ -176,12 +199,12 @@ export interface RetryingJobRow {
 export async function retryingJobs(executor: Executor, limit: number): Promise<RetryingJobRow[]> {
   return query<RetryingJobRow>(
     executor,
-    sql`select ${jobs.id}::float8 as id, ${jobs.jobName} as job_name, ${jobs.queue} as queue, ${jobs.attempts} as attempts,
-               ${jobs.maxAttempts} as max_attempts, ${epochMs(jobs.runAt)} as run_at_ms, ${epochMs(jobs.scheduledFor)} as scheduled_for_ms,
-               ${jobs.lastError} as last_error, ${jobs.retryPolicy}::text as retry_policy
-        from ${jobs}
-        where ${jobs.status} = 'queued' and ${jobs.attempts} > 0
-        order by ${jobs.runAt}, ${jobs.id}
+    sql`select ${jobQueue.id}::float8 as id, ${jobQueue.jobName} as job_name, ${jobQueue.queue} as queue, ${jobQueue.attempts} as attempts,
+               ${jobQueue.maxAttempts} as max_attempts, ${epochMs(jobQueue.runAt)} as run_at_ms, ${epochMs(jobQueue.scheduledFor)} as scheduled_for_ms,
+               ${jobQueue.lastError} as last_error, ${jobQueue.retryPolicy}::text as retry_policy
+        from ${jobQueue}
+        where ${jobQueue.status} = 'queued' and ${jobQueue.attempts} > 0
+        order by ${jobQueue.runAt}, ${jobQueue.id}
         limit ${limit}`,
   );
 }
@@ -203,8 +226,8 @@ export async function readyJobStats(
         from unnest(${array(queues, "text")}) as q(name)
         cross join lateral (
           select count(*)::int as ready, ${epochMs(sql`min(run_at)`)} as oldest_ms from (
-            select ${jobs.runAt} as run_at from ${jobs}
-            where ${jobs.queue} = q.name and ${jobs.status} = 'queued' and ${jobs.runAt} <= now()
+            select ${jobQueue.runAt} as run_at from ${jobQueue}
+            where ${jobQueue.queue} = q.name and ${jobQueue.status} = 'queued' and ${jobQueue.runAt} <= now()
             limit ${cap}
           ) as due
         ) r`,
@@ -213,7 +236,18 @@ export async function readyJobStats(
 
 // ---------------------------------------------------------------- counts
 
-/** Job counts by queue and status (what the status page and `cronledger status` show). */
+/**
+ * Job counts by queue and status (what the status page and `cronledger
+ * status` show): the live jobs counted in the queue, the finished ones
+ * summed from job_counts (kept by the statements that move jobs into the
+ * history and by retention), so a large history costs nothing here.
+ */
 export async function jobCounts(executor: Executor): Promise<{ queue: string; status: string; n: number }[]> {
-  return query(executor, sql`select ${jobs.queue} as queue, ${jobs.status} as status, count(*)::int as n from ${jobs} group by 1, 2`);
+  const c = jobCountsTable;
+  return query(
+    executor,
+    sql`select ${jobQueue.queue} as queue, ${jobQueue.status} as status, count(*)::float8 as n from ${jobQueue} group by 1, 2
+        union all
+        select ${c.queue} as queue, ${c.status} as status, sum(${c.n})::float8 as n from ${jobCountsTable} group by 1, 2 having sum(${c.n}) > 0`,
+  );
 }

@@ -1,8 +1,10 @@
 import { sql, type SQL } from "drizzle-orm";
 import { JobNotRegisteredError } from "../../errors.js";
-import { jobs, scheduleVersions, workers } from "../../schema.js";
+import { jobQueue, scheduleVersions, workers } from "../../schema.js";
 import { query, type Executor } from "../executor.js";
+import { alias } from "drizzle-orm/pg-core";
 import { array, clock, epochMs, milliseconds, name } from "./fragments.js";
+import { archiveCtes, movedToHistory } from "./history.js";
 
 /**
  * The registry of what is running: workers (`cronledger.workers`: the job
@@ -80,8 +82,8 @@ export async function jobsWaitingForWorker(executor: Executor, now?: Date): Prom
     sql`select job_name, sum(n)::int as count, ${epochMs(sql`min(oldest)`)} as oldest_ms,
           ${epochMs(sql`${clock(now)}`)} - ${epochMs(sql`min(oldest)`)} as waited_ms
         from (
-          select ${jobs.queue} as queue, ${jobs.jobName} as job_name, count(*) as n, min(${jobs.runAt}) as oldest
-          from ${jobs} where ${jobs.status} = 'queued' and ${jobs.runAt} <= ${clock(now)}
+          select ${jobQueue.queue} as queue, ${jobQueue.jobName} as job_name, count(*) as n, min(${jobQueue.runAt}) as oldest
+          from ${jobQueue} where ${jobQueue.status} = 'queued' and ${jobQueue.runAt} <= ${clock(now)}
           group by 1, 2
         ) as ready
         where ${unknownToLiveWorkers(sql`ready.job_name`, sql`ready.queue`)}
@@ -96,20 +98,21 @@ export async function jobsWaitingForWorker(executor: Executor, now?: Date): Prom
  * A job that merely waits through a rolling deploy is never touched.
  */
 export async function failUnregisteredJobs(executor: Executor, olderThanMs: number, now?: Date): Promise<number> {
+  const q = jobQueue;
+  const j = alias(jobQueue, "j");
+  const error = sql`format(${JobNotRegisteredError.UNCLAIMED_FORMAT}::text, ${j.jobName}, ${j.queue}, ${`${+(olderThanMs / 3_600_000).toFixed(2)} h`}::text)`;
   const [row] = await query<{ n: number }>(
     executor,
     sql`with doomed as (
-          select ${jobs.id} as id from ${jobs}
-          where ${jobs.status} = 'queued' and ${jobs.runAt} < ${clock(now)} - ${milliseconds(olderThanMs)}
-            and ${unknownToLiveWorkers(sql`${jobs.jobName}`, sql`${jobs.queue}`)}
+          select ${q.id} as id from ${jobQueue}
+          where ${q.status} = 'queued' and ${q.runAt} < ${clock(now)} - ${milliseconds(olderThanMs)}
+            and ${unknownToLiveWorkers(sql`${q.jobName}`, sql`${q.queue}`)}
           for update skip locked
-        ), failed as (
-          update ${jobs} set ${name(jobs.status)} = 'failed', ${name(jobs.finishedAt)} = now(),
-            ${name(jobs.lastError)} = format(${JobNotRegisteredError.UNCLAIMED_FORMAT}::text, ${jobs.jobName}, ${jobs.queue}, ${`${+(olderThanMs / 3_600_000).toFixed(2)} h`}::text)
-          from doomed where ${jobs.id} = doomed.id
-          returning 1
-        )
-        select count(*)::int as n from failed`,
+        ), moved as (
+          delete from ${jobQueue} as j where ${j.id} = any(array(select id from doomed))
+          returning ${movedToHistory({ status: sql`'failed'`, outcome: sql`null::text`, lastError: error })}
+        ), ${archiveCtes()}
+        select count(*)::int as n from moved`,
   );
   return row?.n ?? 0;
 }
