@@ -67,7 +67,7 @@ describe("a worker whose new connections' statements are terminated and cancelle
     await Promise.race([until("200 probes after the faults", () => probes(worker!.output()).filter((probe) => probe.n > lastFault + 10).length >= 200, 60_000), exited]).catch(
       onFailure,
     );
-    const [job] = await direct<{ id: number }[]>`insert into cronledger.jobs (job_name) values ('faults.probe') returning id::float8 as id`;
+    const [job] = await direct<{ id: number }[]>`insert into cronledger.job_queue (job_name) values ('faults.probe') returning id::float8 as id`;
     await until("the probe job is claimed", async () => {
       const [row] = await direct<{ done: boolean }[]>`select status = 'succeeded' as done from cronledger.jobs where id = ${job!.id}`;
       return row?.done === true;

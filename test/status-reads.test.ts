@@ -1,13 +1,11 @@
-import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createAdminHandler } from "../src/admin/handler.js";
 import { createCronledger, type Cronledger } from "../src/cronledger.js";
-import { query } from "../src/db/connection.js";
-import { array } from "../src/db/sql/fragments.js";
 import { defineJob } from "../src/jobs/define-job.js";
 import { silentLogger } from "../src/log.js";
 import type { ScheduleEntry } from "../src/schedule/define-schedule.js";
 import { useTestDatabase } from "./support/database.js";
+import { insertFinishedJobs } from "./support/history.js";
 
 const job = defineJob({ name: "reads.yearly", retry: "maintenance", run: () => undefined });
 const TOKEN = "status-reads-token-0123456789";
@@ -35,13 +33,26 @@ beforeAll(async () => {
     await ledger.tick();
     // RUNS past runs of every entry, one slot a year back each; every entry's newest one failed in the larger ledger's second half.
     const keys = ledger.entries.map((entry) => entry.ledgerKey);
-    await query(
+    const year = 365 * 86_400_000;
+    const now = Date.now();
+    await insertFinishedJobs(
       ledger.database.db,
-      sql`insert into cronledger.jobs (job_name, status, attempts, max_attempts, schedule_key, scheduled_for, run_at, started_at, finished_at, last_error)
-          select ${job.name}, case when s = 1 and k.i > ${Math.floor(size / 2)} then 'failed' else 'succeeded' end, 1, 1, k.key,
-                 now() - s * interval '365 days', now() - s * interval '365 days', now() - s * interval '365 days', now() - s * interval '365 days',
-                 case when s = 1 and k.i > ${Math.floor(size / 2)} then 'Error: upstream said 503' end
-          from generate_series(1, ${RUNS}) as s, unnest(${array(keys, "text")}) with ordinality as k(key, i)`,
+      Array.from({ length: RUNS }, (_, run) => run + 1).flatMap((s) =>
+        keys.map((key, index) => {
+          const at = new Date(now - s * year);
+          const failed = s === 1 && index + 1 > Math.floor(size / 2);
+          return {
+            jobName: job.name,
+            status: failed ? ("failed" as const) : ("succeeded" as const),
+            scheduleKey: key,
+            scheduledFor: at,
+            createdAt: at,
+            startedAt: at,
+            finishedAt: at,
+            lastError: failed ? "Error: upstream said 503" : null,
+          };
+        }),
+      ),
     );
     ledgers.set(size, ledger);
   }

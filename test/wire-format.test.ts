@@ -1,13 +1,12 @@
 import { fileURLToPath } from "node:url";
-import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createAdminHandler } from "../src/admin/handler.js";
 import { createCronledger, type Cronledger } from "../src/cronledger.js";
-import { query } from "../src/db/connection.js";
 import { silentLogger } from "../src/log.js";
 import config, { summer, yearly } from "./fixtures/cli/wire.config.js";
 import { runCli } from "./support/child.js";
 import { useTestDatabase } from "./support/database.js";
+import { insertFinishedJobs } from "./support/history.js";
 
 const CONFIG = fileURLToPath(new URL("./fixtures/cli/wire.config.ts", import.meta.url));
 const TOKEN = "wire-format-token-0123456789";
@@ -32,13 +31,28 @@ beforeAll(async () => {
   await ledger.migrate();
   await ledger.tick();
   const summerKey = ledger.entries.find((entry) => entry.jobName === summer.name)?.ledgerKey;
-  await query(
-    ledger.database.db,
-    sql`insert into cronledger.jobs (job_name, status, attempts, max_attempts, schedule_key, scheduled_for, run_at, started_at, finished_at, last_error, idempotency_key)
-        values (${summer.name}, 'failed', 3, 3, ${summerKey}, '2025-06-30T22:00:00Z', '2025-06-30T22:00:00Z', '2025-06-30T22:00:01Z', '2025-06-30T22:00:02Z',
-                'Error: the summer sale API answered 500', 'summer-2025'),
-               (${yearly.name}, 'failed', 1, 1, null, null, '2025-01-01T00:00:00Z', '2025-01-01T00:00:01Z', '2025-01-01T00:00:02Z', null, null)`,
-  );
+  await insertFinishedJobs(ledger.database.db, [
+    {
+      jobName: summer.name,
+      status: "failed",
+      attempts: 3,
+      maxAttempts: 3,
+      scheduleKey: summerKey ?? null,
+      scheduledFor: new Date("2025-06-30T22:00:00Z"),
+      createdAt: new Date("2025-06-30T22:00:00Z"),
+      startedAt: new Date("2025-06-30T22:00:01Z"),
+      finishedAt: new Date("2025-06-30T22:00:02Z"),
+      lastError: "Error: the summer sale API answered 500",
+      idempotencyKey: "summer-2025",
+    },
+    {
+      jobName: yearly.name,
+      status: "failed",
+      createdAt: new Date("2025-01-01T00:00:00Z"),
+      startedAt: new Date("2025-01-01T00:00:01Z"),
+      finishedAt: new Date("2025-01-01T00:00:02Z"),
+    },
+  ]);
   const [ticket] = (await ledger.failures({ jobType: yearly.name })).failures;
   await ledger.retryJob(ticket?.id ?? 0);
   const handler = createAdminHandler(ledger, { token: TOKEN });
