@@ -37,6 +37,12 @@ export const scheduleState = cronledgerSchema.table(
     quarantineCount: integer("quarantine_count").notNull().default(0),
     /** When the current run of failures began. */
     quarantinedSince: timestamptz("quarantined_since"),
+    /** When an operator paused the entry; null when it runs. A paused entry's slots are recorded as skipped. */
+    pausedAt: timestamptz("paused_at"),
+    /** Who paused it, as the operator's surface reported it (admin identity, CLI user). */
+    pausedBy: text("paused_by"),
+    /** The operator's note, bounded and redacted like every reason. */
+    pausedNote: text("paused_note"),
   },
   (t) => [index("schedule_state_namespace_idx").on(t.namespace)],
 );
@@ -89,6 +95,11 @@ export const jobQueue = cronledgerSchema.table(
     /** The error of the last failed attempt, for a job waiting for its retry. */
     lastError: text("last_error"),
     startedAt: timestamptz("started_at"),
+    /** When an operator (or an entry's overlap policy) asked this running job to stop; null otherwise. */
+    cancelRequestedAt: timestamptz("cancel_requested_at"),
+    /** Who asked, and why: the handler reads both from its aborted `ctx.signal`. */
+    cancelRequestedBy: text("cancel_requested_by"),
+    cancelReason: text("cancel_reason"),
   },
   (t) => [
     check("job_queue_status_check", sql`${t.status} in ('queued', 'running')`),

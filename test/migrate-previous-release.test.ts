@@ -5,7 +5,7 @@ import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { createCronledger } from "../src/cronledger.js";
 import { openDatabase } from "../src/db/connection.js";
-import { migrateDatabase, MIGRATIONS_FOLDER, MIGRATIONS_SCHEMA, MIGRATIONS_TABLE } from "../src/db/migrate.js";
+import { availableMigrations, migrateDatabase, MIGRATIONS_FOLDER, MIGRATIONS_SCHEMA, MIGRATIONS_TABLE } from "../src/db/migrate.js";
 import { defineJob } from "../src/jobs/define-job.js";
 import { silentLogger } from "../src/log.js";
 import { watch } from "./support/child.js";
@@ -98,7 +98,7 @@ describe("a database filled by the previous release, migrated while one of its w
       // ---- the migration, with the old worker heartbeating
       const opened = openDatabase({ url: database.url, poolSize: 2 });
       try {
-        expect(await migrateDatabase(opened)).toEqual({ applied: 1, adopted: 0 });
+        expect(await migrateDatabase(opened)).toEqual({ applied: availableMigrations() - PREVIOUS_MIGRATIONS, adopted: 0 });
       } finally {
         await opened.close();
       }
