@@ -10,6 +10,7 @@ import { name } from "./fragments.js";
  * is DDL or catalog reading except the key and counter cleanup that goes with
  * a drop; DDL runs in DO blocks, one transaction each with its own
  * lock_timeout, so it needs no session state (PgBouncer's transaction mode).
+ * A little over 350 lines: the DDL of the three jobs above reads best together.
  */
 
 
