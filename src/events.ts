@@ -27,6 +27,14 @@ export interface TickReport {
    */
   readonly quarantined: (SlotOutcome & { readonly phase: TickPhase; readonly error: string; readonly until: Date; readonly count: number })[];
   /**
+   * The entry's own statement failed for a reason a retry can fix (a
+   * serialization failure or deadlock, a lock wait, a time-out): its slot stays
+   * unclaimed and the other entries fired without it. It is retried alone at
+   * `retryAt` (1, 3, then 9 s later); `failures` in a row so far. A fourth
+   * failure quarantines it.
+   */
+  readonly setAside: (SlotOutcome & { readonly error: string; readonly retryAt: Date; readonly failures: number })[];
+  /**
    * Due entries whose ledger row another session held locked (a replica's
    * pass in flight, an open transaction): skipped, not waited for, still due;
    * tried again LOCKED_RETRY_MS later.
@@ -43,7 +51,7 @@ export interface TickReport {
   readonly attempts: number;
 }
 
-export type SlotOutcomeLabel = "enqueued" | "lost_race" | "skipped_stale" | "quarantined" | "locked" | "repaired";
+export type SlotOutcomeLabel = "enqueued" | "lost_race" | "skipped_stale" | "quarantined" | "set_aside" | "locked" | "repaired";
 
 /**
  * Everything observable that cronledger does. Metrics, the demo's event

@@ -24,6 +24,12 @@ export interface TickMemory {
    * the ledger holds (as the passes read them), and locked rows' short wait.
    */
   readonly deferred: Map<string, number>;
+  /**
+   * Entries whose own statement failed (src/schedule/deferrals.ts, setAside):
+   * how many times in a row. They run alone, after the pass's statement, until
+   * one of their slots is claimed, so they never hold up the other entries.
+   */
+  readonly suspects: Map<string, { readonly failures: number }>;
   /** Entries found locked, since when, and when that was last logged as a warning. */
   readonly locked: Map<string, { readonly sinceMs: number; warnedAtMs: number | undefined }>;
   /** Database clock minus local clock, as last observed; lets a pass pick its candidates before it reads `now()`. */
@@ -47,7 +53,7 @@ export interface TickContext {
 export type PassResult = { -readonly [K in keyof Omit<TickReport, "now" | "nextFireAt" | "statements" | "attempts">]: TickReport[K] };
 
 export function emptyResult(): PassResult {
-  return { enqueued: [], lostRace: [], skippedStale: [], quarantined: [], locked: [], repaired: [], created: 0 };
+  return { enqueued: [], lostRace: [], skippedStale: [], quarantined: [], setAside: [], locked: [], repaired: [], created: 0 };
 }
 
 export function outcome(entry: ResolvedEntry, slotMs: number): SlotOutcome {

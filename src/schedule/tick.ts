@@ -11,7 +11,7 @@ import { isCancelled, isLockTimeout } from "../error-chain.js";
 import { TickError, type TickPhase } from "../errors.js";
 import { redact } from "../redact.js";
 import type { TickReport } from "../events.js";
-import { LOCK_WAIT_MS, lockedRow, quarantine, type LockedEntry } from "./deferrals.js";
+import { isRetryableEntryFailure, LOCK_WAIT_MS, lockedRow, OTHER_LOCK_WAIT_MS, setAside, type LockedEntry } from "./deferrals.js";
 import { slotIdempotencyKey } from "./identity.js";
 import { emptyResult, outcome, type PassResult, type TickContext, type TickOptions } from "./pass.js";
 import { candidateSlots, earliestFire, expectedDueSlot, fireTime, nextFireAfter, planInstant, planPass, type Plan } from "./plan.js";
@@ -110,7 +110,7 @@ async function tickOnce(context: TickContext, options: TickOptions): Promise<Omi
  */
 async function runPlan(context: TickContext, plan: Plan, into: PassResult, upcoming: { ms: number }): Promise<number> {
   const { memory } = context;
-  const first = await runEntries(context, plan, plan.entries, into, upcoming, null);
+  const first = await runSuspectsApart(context, plan, into, upcoming);
   const fresh = first.locked.filter(({ entry }) => !memory.locked.has(entry.ledgerKey));
   for (const held of first.locked) if (memory.locked.has(held.entry.ledgerKey)) lockedRow(context, held, first.nowMs, into, upcoming);
   if (fresh.length === 0) return first.nowMs;
@@ -127,8 +127,35 @@ async function runPlan(context: TickContext, plan: Plan, into: PassResult, upcom
 }
 
 /**
- * `entries` in one statement; if that fails for a reason other than the
- * connection, entry by entry, so one bad entry cannot stop the others. Each
+ * The plan's entries in one statement, but for the entries set aside by an
+ * earlier pass (src/schedule/deferrals.ts): each of those runs alone
+ * afterwards, so an entry that keeps failing or waiting never holds up the
+ * others. Without suspects, this is the pass's one statement.
+ */
+async function runSuspectsApart(context: TickContext, plan: Plan, into: PassResult, upcoming: { ms: number }): Promise<{ nowMs: number; locked: LockedEntry[] }> {
+  const { suspects } = context.memory;
+  const apart = suspects.size === 0 ? [] : plan.entries.filter((entry) => suspects.has(entry.ledgerKey));
+  if (apart.length === 0) return runEntries(context, plan, plan.entries, into, upcoming, null);
+  const rest = plan.entries.filter((entry) => !suspects.has(entry.ledgerKey));
+  const results = [];
+  if (rest.length > 0) results.push(await runEntries(context, plan, rest, into, upcoming, null));
+  for (const entry of apart) results.push(await runEntries(context, plan, [entry], into, upcoming, null));
+  return { nowMs: results[results.length - 1]!.nowMs, locked: results.flatMap((result) => result.locked) };
+}
+
+/** A failure no entry can cause: the connection, the server going away, a setting or password it refuses. */
+const passWide = (error: unknown) =>
+  diagnoseDatabaseError(error) !== undefined || (isTransientDatabaseError(error) && !isRetryableEntryFailure(error));
+
+/** A failed statement's entries are tried again in this many parts, each its own statement; a part that fails is split again. */
+const ISOLATION_PARTS = 8;
+
+/**
+ * `entries` in one statement; if that fails for a reason an entry can cause
+ * (any error but the connection's: a bad payload, a trigger raising a
+ * serialization failure or deadlock, a lock wait past OTHER_LOCK_WAIT_MS, the
+ * pass timeout), in parts until the entry is found, so one bad entry cannot
+ * stop the others: that one is set aside or quarantined (setAside). Each
  * statement is its own transaction: no BEGIN/COMMIT around it, because
  * postgres.js 3.4.9 crashes the process (an uncaught TypeError, porsager/postgres#1208)
  * when a connection drops inside `begin()`, as it does when PostgreSQL
@@ -147,26 +174,72 @@ async function runEntries(
   lockWaitMs: number | null,
 ): Promise<{ nowMs: number; locked: LockedEntry[] }> {
   const locked: LockedEntry[] = [];
-  const lockTimedOut = (error: unknown) => lockWaitMs !== null && isLockTimeout(error);
   try {
     return { nowMs: await runStatement(context, plan, entries, into, upcoming, locked, lockWaitMs), locked };
   } catch (error) {
-    if (lockTimedOut(error)) return { nowMs: planInstant(plan), locked: entries.map((entry) => ({ entry, slotMs: expectedDueSlot(entry, plan) })) };
-    // A connection problem (refused, wrong password...) is no entry's fault: the pass fails, nothing is quarantined.
-    if (isTransientDatabaseError(error) || diagnoseDatabaseError(error) || isCancelled(error) || entries.length === 0) throw new PhaseError("pass", undefined, error);
-    context.logger.warn("tick statement failed; retrying entries one by one to isolate the failure", { error: redact(rootMessage(error)) });
+    // The second statement's wait for locked ledger rows ran out: those entries are reported as locked.
+    if (lockWaitMs !== null && isLockTimeout(error)) return { nowMs: planInstant(plan), locked: entries.map((entry) => ({ entry, slotMs: expectedDueSlot(entry, plan) })) };
+    // A connection problem (refused, wrong password...) is no entry's fault: the pass fails, nothing is set aside.
+    if (passWide(error) || entries.length === 0) throw new PhaseError("pass", undefined, error);
+    if (entries.length === 1) {
+      const [entry] = entries as [ResolvedEntry];
+      // A time-out proves nothing about an entry that is alone in its pass (a table lock, an overloaded server): unless an
+      // earlier pass found it failing while the others went through, the pass fails, naming it.
+      if (isCancelled(error) && !context.memory.suspects.has(entry.ledgerKey)) throw new PhaseError("pass", entry.identity, error);
+      await setAside(context, plan, entry, error, into, upcoming);
+      return { nowMs: planInstant(plan), locked };
+    }
+    context.logger.warn("tick statement failed; retrying its entries in parts to find the one that caused it", { error: redact(rootMessage(error)) });
+    const found = { nowMs: undefined as number | undefined };
+    await isolate(context, plan, entries, into, upcoming, locked, lockWaitMs, found);
+    return { nowMs: found.nowMs ?? planInstant(plan), locked };
   }
-  let nowMs: number | undefined;
-  for (const entry of entries) {
+}
+
+/**
+ * Runs `entries`, whose statement failed, in ISOLATION_PARTS parts; a part
+ * that fails again is split again, down to the entry that fails alone, which
+ * is set aside. The parts without it fire. A slow pass that is no entry's
+ * fault (two parts of one split cancelled by the pass timeout) fails as a
+ * whole, as does a connection problem; a TickError from a part of one entry
+ * names it.
+ */
+async function isolate(
+  context: TickContext,
+  plan: Plan,
+  entries: readonly ResolvedEntry[],
+  into: PassResult,
+  upcoming: { ms: number },
+  locked: LockedEntry[],
+  lockWaitMs: number | null,
+  found: { nowMs: number | undefined },
+): Promise<void> {
+  const size = Math.ceil(entries.length / ISOLATION_PARTS);
+  const timedOut: { entry: ResolvedEntry; error: unknown }[] = [];
+  let cancelled = 0;
+  for (let start = 0; start < entries.length; start += size) {
+    const part = entries.slice(start, start + size);
+    const named = part.length === 1 ? part[0]!.identity : undefined;
     try {
-      nowMs = await runStatement(context, plan, [entry], into, upcoming, locked, lockWaitMs);
+      found.nowMs = await runStatement(context, plan, part, into, upcoming, locked, lockWaitMs);
     } catch (error) {
-      if (lockTimedOut(error)) locked.push({ entry, slotMs: expectedDueSlot(entry, plan) });
-      else if (isTransientDatabaseError(error) || diagnoseDatabaseError(error) || isCancelled(error)) throw new PhaseError("enqueue", entry.identity, error);
-      else await quarantine(context, plan, entry, error, into);
+      if (lockWaitMs !== null && isLockTimeout(error)) {
+        for (const entry of part) locked.push({ entry, slotMs: expectedDueSlot(entry, plan) });
+        continue;
+      }
+      if (passWide(error)) throw new PhaseError(named === undefined ? "pass" : "enqueue", named, error);
+      // Time-outs cost a pass timeout each: a second one in one split says the slowness is not one entry's.
+      if (isCancelled(error) && ++cancelled > 1) throw new PhaseError("pass", named, error);
+      if (part.length > 1) await isolate(context, plan, part, into, upcoming, locked, lockWaitMs, found);
+      else if (isCancelled(error)) timedOut.push({ entry: part[0]!, error });
+      else await setAside(context, plan, part[0]!, error, into, upcoming);
     }
   }
-  return { nowMs: nowMs ?? planInstant(plan), locked };
+  // A time-out is an entry's only when other entries' statements went through meanwhile.
+  for (const { entry, error } of timedOut) {
+    if (found.nowMs === undefined) throw new PhaseError("pass", entry.identity, error);
+    await setAside(context, plan, entry, error, into, upcoming);
+  }
 }
 
 /** Runs the statement for `entries` and takes in its rows; returns the clock it read. Rows found locked go to `locked`. */
@@ -180,7 +253,7 @@ async function runStatement(
   lockWaitMs: number | null,
 ): Promise<number> {
   const sentAtMs = Date.now();
-  const rows = await runPass(context.executor, { ...passInput(context, plan, entries), lockWaitMs });
+  const rows = await runPass(context.executor, { ...passInput(context, plan, entries), lockWaitMs, otherLockWaitMs: OTHER_LOCK_WAIT_MS });
   return absorb(context, plan, entries, rows, sentAtMs, into, upcoming, locked);
 }
 
@@ -269,6 +342,7 @@ function absorb(
       into.lostRace.push(outcome(entry, row.slot_ms));
     } else {
       remember(entry, row.slot_ms);
+      memory.suspects.delete(entry.ledgerKey);
       if (row.stale) into.skippedStale.push(outcome(entry, row.slot_ms));
       else into.enqueued.push({ ...outcome(entry, row.slot_ms), jobId: row.job_id });
     }

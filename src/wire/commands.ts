@@ -22,6 +22,8 @@ export interface TickDocument extends Versioned {
   readonly lost_race: readonly SlotDocument[];
   readonly skipped_stale: readonly SlotDocument[];
   readonly quarantined: readonly (SlotDocument & { readonly phase: TickPhase; readonly error: string; readonly until: string; readonly count: number })[];
+  /** Entries whose own statement failed for a reason a retry can fix: retried alone at `retry_at`, quarantined at the fourth failure. */
+  readonly set_aside: readonly (SlotDocument & { readonly error: string; readonly retry_at: string; readonly failures: number })[];
   readonly locked: readonly SlotDocument[];
   readonly repaired: readonly { readonly identity: string; readonly key: string; readonly job: string; readonly from: string; readonly to: string }[];
   /** Ledger rows created for entries seen for the first time. */
@@ -62,6 +64,7 @@ export function tickDocument(report: TickReport, invalid: readonly InvalidSchedu
     lost_race: report.lostRace.map(slotDocument),
     skipped_stale: report.skippedStale.map(slotDocument),
     quarantined: report.quarantined.map((slot) => ({ ...slotDocument(slot), phase: slot.phase, error: slot.error, until: iso(slot.until), count: slot.count })),
+    set_aside: report.setAside.map((slot) => ({ ...slotDocument(slot), error: slot.error, retry_at: iso(slot.retryAt), failures: slot.failures })),
     locked: report.locked.map(slotDocument),
     repaired: report.repaired.map((fix) => ({ identity: fix.identity, key: fix.key, job: fix.jobName, from: iso(fix.from), to: iso(fix.to) })),
     created: report.created,

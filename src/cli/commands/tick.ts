@@ -29,8 +29,8 @@ export const tick: Command = {
         for (const line of describeReport(report)) io.stdout(line);
         for (const entry of invalid) for (const problem of entry.problems) io.stdout(`  invalid      [${problem.code}] ${problem.message} (not ticked)`);
       }
-      // An entry that could not be enqueued, or one that is invalid and left out, fails the command.
-      return report.quarantined.length > 0 || invalid.length > 0 ? 1 : 0;
+      // An entry that could not be enqueued (quarantined or set aside), or one that is invalid and left out, fails the command.
+      return report.quarantined.length > 0 || report.setAside.length > 0 || invalid.length > 0 ? 1 : 0;
     });
   },
 };
@@ -38,13 +38,16 @@ export const tick: Command = {
 function describeReport(report: TickReport): string[] {
   const lines = [
     `Tick at ${report.now.toISOString()}: ${report.enqueued.length} enqueued, ${report.lostRace.length} lost to another replica, ` +
-      `${report.skippedStale.length} skipped as stale, ${report.quarantined.length} quarantined, ${report.locked.length} locked, ${report.repaired.length} repaired, ` +
+      `${report.skippedStale.length} skipped as stale, ${report.quarantined.length} quarantined, ${report.setAside.length} set aside, ${report.locked.length} locked, ${report.repaired.length} repaired, ` +
       `${plural(report.created, "new ledger row")}.`,
   ];
   for (const slot of report.enqueued) lines.push(`  enqueued     ${slot.jobName} for ${slot.slot.toISOString()} (job ${slot.jobId ?? "already queued"})`);
   for (const slot of report.skippedStale) lines.push(`  stale        ${slot.jobName} slot ${slot.slot.toISOString()} is older than its catch-up window`);
   for (const slot of report.quarantined) {
     lines.push(`  quarantined  ${slot.jobName} for ${slot.slot.toISOString()} in phase ${slot.phase} until ${slot.until.toISOString()} (${plural(slot.count, "failure")}): ${slot.error}`);
+  }
+  for (const slot of report.setAside) {
+    lines.push(`  set aside    ${slot.jobName} for ${slot.slot.toISOString()}, retried alone at ${slot.retryAt.toISOString()} (${plural(slot.failures, "failure")}): ${slot.error}`);
   }
   for (const slot of report.locked) lines.push(`  locked       ${slot.jobName}: its ledger row is held by another session; skipped, still due`);
   for (const fix of report.repaired) lines.push(`  repaired     ${fix.jobName}: ledger value ${fix.from.toISOString()} was in the future, reset to ${fix.to.toISOString()}`);

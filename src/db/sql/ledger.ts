@@ -54,6 +54,13 @@ export interface PassInput {
    * fails with SQLSTATE 55P03.
    */
   readonly lockWaitMs?: number | null;
+  /**
+   * With `lockWaitMs` null: how long any other lock the statement needs (its
+   * job insert's: an application trigger's row lock, an idempotency key
+   * another transaction is inserting) is waited for before the statement fails
+   * with SQLSTATE 55P03; undefined waits up to the pass timeout.
+   */
+  readonly otherLockWaitMs?: number;
 }
 
 /** One row per entry of the pass (one row with a null key when it had none). */
@@ -107,9 +114,10 @@ export async function runPass(executor: Executor, input: PassInput): Promise<Pas
   const slotAt = arrayLiteral(input.slots.map((row) => new Date(row.slotMs).toISOString()));
   const ledgerMs = epochMs(s.lastEnqueuedSlot);
   const lockWaitMs = input.lockWaitMs ?? null;
+  const lockTimeoutMs = lockWaitMs ?? input.otherLockWaitMs ?? null;
   // set_config(..., true) lasts until the end of this statement's own transaction; the join makes it run before any row is locked.
   const lockWait =
-    lockWaitMs === null ? sql`` : sql`cross join (select set_config('lock_timeout', ${String(Math.max(1, Math.round(lockWaitMs)))}, true)) as lock_wait`;
+    lockTimeoutMs === null ? sql`` : sql`cross join (select set_config('lock_timeout', ${String(Math.max(1, Math.round(lockTimeoutMs)))}, true)) as lock_wait`;
   return query<PassRow>(
     executor,
     sql`
