@@ -17,7 +17,7 @@ import { jobRegistry } from "./jobs/registry.js";
 import { Worker, type WorkerDependencies, type WorkSummary } from "./jobs/worker.js";
 import { workerStore } from "./jobs/worker-deps.js";
 import type { FailureFilter, FailurePage } from "./operators/failures.js";
-import { Operations, type CancelledJob, type ReapReport, type RetryingJob, type WaitingForWorker } from "./operators/operations.js";
+import { Operations, type CancelledJob, type EntryPauseResult, type ReapReport, type RetryingJob, type WaitingForWorker } from "./operators/operations.js";
 import type { RetriedJob } from "./operators/retry-failed.js";
 import { consoleLogger, type Logger } from "./log.js";
 import { adaptLogger } from "./logger-adapter.js";
@@ -27,6 +27,7 @@ import { resolveStartOptions, type StartOptions } from "./runtime/start-options.
 import { CHORE_QUEUE, choreSchedule, PRUNE_JOB, REAP_JOB } from "./runtime/chores.js";
 import { reportInterval, SchedulePresence } from "./runtime/presence.js";
 import { Supervisor } from "./runtime/supervisor.js";
+import { findEntry } from "./schedule/find-entry.js";
 import { loadEntries, Scheduler } from "./schedule/scheduler.js";
 import type { TickOptions } from "./schedule/pass.js";
 import type { ResolvedEntry } from "./schedule/validate.js";
@@ -116,7 +117,7 @@ export class Cronledger {
     const parts = { database: this.database, logger: this.logger, events: this.events };
     this.scheduler = new Scheduler({ ...parts, namespace, schedule, passTimeoutMs: this.options.passTimeoutMs });
     this.enqueuer = new JobEnqueuer({ database: this.database, jobs: this.jobs, maxPayloadBytes: this.options.maxPayloadBytes });
-    this.operations = new Operations({ ...parts, jobs: this.jobs, leaseMs: this.leaseMs, retention: chores.retention });
+    this.operations = new Operations({ ...parts, namespace, jobs: this.jobs, leaseMs: this.leaseMs, retention: chores.retention });
     // A scheduled job's ctx.schedule names its entry: the loaded entry behind its ledger key.
     const byKey = new Map([...schedule.entries, ...schedule.choreEntries].map((entry) => [entry.ledgerKey, entry]));
     const attempts = { logger: this.logger, enqueuer: this.enqueuer, entryOf: (key: string) => byKey.get(key) };
@@ -208,6 +209,27 @@ export class Cronledger {
   /** Cancels job `id` while it waits for its first run or a retry: it ends `cancelled` and never runs (again). */
   async cancelJob(id: number): Promise<CancelledJob> {
     return this.operations.cancel(id);
+  }
+
+  /**
+   * Pauses schedule entry `entry` (its key, its job name when one entry runs
+   * it, or its identity): the pause lives in its ledger row, so every
+   * replica, and every later restart or deploy that keeps the entry, records
+   * its slots as skipped (paused) instead of enqueuing them, and shows it as
+   * `paused` with `note` and `by`. An unknown name throws
+   * EntryNotFoundError with a did-you-mean.
+   */
+  async pause(entry: string, options: { note?: string | null; by?: string } = {}): Promise<EntryPauseResult> {
+    const found = findEntry(this.entries, entry);
+    await this.ensureSchema();
+    return this.operations.pause({ identity: found.identity, key: found.ledgerKey, jobName: found.jobName }, options.by ?? "api", options.note ?? null);
+  }
+
+  /** Resumes a paused entry: the next slot fires as usual, never a burst of the paused ones. */
+  async resume(entry: string, options: { by?: string } = {}): Promise<EntryPauseResult> {
+    const found = findEntry(this.entries, entry);
+    await this.ensureSchema();
+    return this.operations.resume({ identity: found.identity, key: found.ledgerKey, jobName: found.jobName }, options.by ?? "api");
   }
 
   /** Jobs waiting for a retry after a failed attempt, soonest first (what `cancelJob` is usually for). */

@@ -35,6 +35,7 @@ export type ErrorCode =
   | "job_not_found"
   | "job_not_failed"
   | "job_not_cancellable"
+  | "entry_not_found"
   // The database
   | "migration_failed"
   | "migration_required"
@@ -100,6 +101,7 @@ export const ERROR_HTTP_STATUS: Readonly<Record<ErrorCode, number>> = {
   job_not_found: 404,
   job_not_failed: 409,
   job_not_cancellable: 409,
+  entry_not_found: 404,
   migration_failed: 503,
   migration_required: 503,
   connection_refused: 503,
@@ -416,6 +418,21 @@ export class JobNotCancellableError extends CronledgerError {
     );
     this.jobId = jobId;
     this.status = status;
+  }
+}
+
+/** An operator named a schedule entry (to pause, resume or trigger it) that the running schedule does not have. */
+export class EntryNotFoundError extends CronledgerError {
+  readonly entry: string;
+
+  constructor(entry: string, suggestion: string | undefined) {
+    super(
+      "entry_not_found",
+      `No schedule entry ${JSON.stringify(entry)} in this schedule` +
+        (suggestion === undefined ? "" : `; did you mean ${JSON.stringify(suggestion)}?`) +
+        " Name an entry by its key, its job name (when one entry runs it) or its identity, as `cronledger status` lists them.",
+    );
+    this.entry = entry;
   }
 }
 

@@ -21,6 +21,12 @@ export interface TickReport {
   /** The slot was older than the catch-up window: the ledger moved on without firing. */
   readonly skippedStale: SlotOutcome[];
   /**
+   * The slot was claimed (the ledger moved) but not enqueued: its entry is
+   * paused, or its overlap policy skipped it. Recorded as a finished run of
+   * the entry with status `skipped` (history row `jobId`), outcome `reason`.
+   */
+  readonly skipped: (SlotOutcome & { readonly reason: SkipReason; readonly detail: string; readonly jobId: number | null })[];
+  /**
    * The entry's claim or job insert failed; its slot stays unclaimed. The
    * quarantine is in its ledger row: no replica tries it again before `until`
    * (QUARANTINE_DEFERRAL_MS later); `count` failures in a row so far.
@@ -51,7 +57,10 @@ export interface TickReport {
   readonly attempts: number;
 }
 
-export type SlotOutcomeLabel = "enqueued" | "lost_race" | "skipped_stale" | "quarantined" | "set_aside" | "locked" | "repaired";
+/** Why a claimed slot was recorded as skipped instead of enqueued: its entry is paused, or its overlap policy said so. */
+export type SkipReason = "paused" | "overlap";
+
+export type SlotOutcomeLabel = "enqueued" | "lost_race" | "skipped_stale" | "skipped_paused" | "skipped_overlap" | "quarantined" | "set_aside" | "locked" | "repaired";
 
 /**
  * Everything observable that cronledger does. Metrics, the demo's event

@@ -4,12 +4,12 @@ export type { CronledgerOptions } from "./options.js";
 export type { WorkOptions } from "./jobs/work-options.js";
 export type { StartOptions } from "./runtime/start-options.js";
 export type { ChoreOptions, ChoresSetting } from "./runtime/chore-options.js";
-export type { BrokenEntry, EntryProblem, EntryQuarantine, EntryRun, EntryState, EntryStatus, RunKind, SchedulerStatus, StatusOptions, StatusRunsRequest } from "./status/model.js";
+export type { BrokenEntry, EntryPause, EntryProblem, EntryQuarantine, EntryRun, EntryState, EntryStatus, RunKind, SchedulerStatus, StatusOptions, StatusRunsRequest } from "./status/model.js";
 export type { WaitingForWorker } from "./operators/operations.js";
 export { ENTRY_STATES, entryHealth, lateToleranceMs } from "./status/health.js";
 export type { EntryHealth, HealthInput } from "./status/health.js";
 export type { InvalidEntriesMode } from "./options.js";
-export type { CancelledJob, RetryingJob } from "./operators/operations.js";
+export type { CancelledJob, EntryPauseResult, RetryingJob } from "./operators/operations.js";
 export type { RetryOverride } from "./jobs/retry-override.js";
 export { defineConfig } from "./config.js";
 export type { CronledgerConfig } from "./config.js";
@@ -33,7 +33,7 @@ export { loadSchedule, validateSchedule } from "./schedule/validate.js";
 export type { ResolvedEntry } from "./schedule/validate.js";
 export { slotCalendar } from "./schedule/slot-calendar.js";
 export type { SlotCalendar } from "./schedule/slot-calendar.js";
-export type { SlotOutcome, TickReport } from "./events.js";
+export type { SkipReason, SlotOutcome, TickReport } from "./events.js";
 export type { TickOptions } from "./schedule/pass.js";
 export type { AttemptStatus, CronledgerEvents, CronledgerHooks } from "./events.js";
 export { createAdminHandler, MIN_TOKEN_LENGTH } from "./admin/handler.js";
@@ -48,6 +48,8 @@ export type { BrokenEntryDocument, EntryDocument, ProblemDocument, RunDocument, 
 export { cancelledDocument, errorDocument, failuresDocument, retriedDocument } from "./wire/jobs.js";
 export type { CancelledDocument, ErrorDocument, FailureDocument, FailuresDocument, RetriedDocument } from "./wire/jobs.js";
 export { preflightDocument, tickDocument } from "./wire/commands.js";
+export { entryPauseDocument } from "./wire/entries.js";
+export type { EntryPauseDocument } from "./wire/entries.js";
 export type { PreflightDocument, PreflightProblemDocument, SlotDocument, TickDocument } from "./wire/commands.js";
 export { renderSchedulePage } from "./admin/page.js";
 export type { SchedulePageExtras } from "./admin/page.js";
@@ -69,6 +71,7 @@ export {
   InvalidStoredJobError,
   InvalidTimezoneError,
   JobNotCancellableError,
+  EntryNotFoundError,
   JobNotFailedError,
   JobNotFoundError,
   JobNotRegisteredError,

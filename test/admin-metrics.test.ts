@@ -17,6 +17,7 @@ function report(counts: { enqueued?: number; lostRace?: number; quarantined?: nu
     enqueued: times(counts.enqueued).map((outcome) => ({ ...outcome, jobId: 1 })),
     lostRace: times(counts.lostRace),
     skippedStale: [],
+    skipped: [],
     quarantined: times(counts.quarantined).map((outcome) => ({ ...outcome, phase: "enqueue" as const, error: "boom", until: new Date(60_000), count: 1 })),
     setAside: [],
     locked: [],
@@ -54,7 +55,7 @@ describe("createMetrics", () => {
     const statuses = exposition.samples.filter((sample) => sample.name === "cronledger_jobs_total" && sample.labels.job_type === "email.send");
     expect(statuses.map((sample) => sample.labels.status).sort()).toEqual(["done", "noop", "panicked", "retry", "skip", "started"]);
     const outcomes = exposition.samples.filter((sample) => sample.name === "cronledger_schedule_slots_total").map((sample) => sample.labels.outcome);
-    expect(outcomes.sort()).toEqual(["enqueued", "locked", "lost_race", "quarantined", "repaired", "set_aside", "skipped_stale"]);
+    expect(outcomes.sort()).toEqual(["enqueued", "locked", "lost_race", "quarantined", "repaired", "set_aside", "skipped_overlap", "skipped_paused", "skipped_stale"]);
     expect(exposition.value("cronledger_init_failure")).toBe(0);
   });
 

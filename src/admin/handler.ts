@@ -9,13 +9,14 @@ import { ENTRY_STATES, type EntryState } from "../status/health.js";
 import type { SchedulerStatus, StatusOptions } from "../status/model.js";
 import { cancelledDocument, errorDocument, failuresDocument, retriedDocument } from "../wire/jobs.js";
 import { statusDocument } from "../wire/status.js";
+import { ENTRY_ACTION_PATH, entryActionNotice, runEntryAction, type EntryActionsLedger } from "./entry-actions.js";
 import type { CronledgerMetrics } from "./metrics.js";
 import { PAGE_ENTRIES, PAGE_SCRIPT_HASH, renderSchedulePage } from "./page.js";
 
 export type AdminHandler = (request: Request) => Promise<Response>;
 
 /** What the admin endpoints need of a ledger; a Cronledger has all of it, and so may anything else that is to be served. */
-export interface AdminLedger {
+export interface AdminLedger extends EntryActionsLedger {
   readonly namespace: string;
   readonly logger: Logger;
   /** Null when created with `metrics: false`. */
@@ -142,6 +143,7 @@ function pageView(params: URLSearchParams): { state: EntryState | null; page: nu
         ? `Job #${cancelled} was already cancelled; nothing changed.`
         : `Job #${cancelled} cancelled${was === "retrying" ? " while it waited for a retry" : ""}: it will not run.`;
   }
+  notice ??= entryActionNotice(params);
   return { state, page: Number.isInteger(page) && page >= 1 ? page : 1, notice };
 }
 
@@ -218,6 +220,16 @@ export function createAdminHandler(ledger: AdminLedger, options: AdminHandlerOpt
       if (ledger.metrics === null) return problem(404, "metrics_disabled", "This ledger was created with metrics: false.");
       const registry = ledger.metrics.registry;
       return new Response(await registry.metrics(), { status: 200, headers: { ...BASE_HEADERS, "content-type": registry.contentType } });
+    }
+    const entryAction = ENTRY_ACTION_PATH.exec(path);
+    if (entryAction) {
+      if (method !== "POST") return problem(405, "method_not_allowed", "Use POST.", { allow: "POST" });
+      if (crossSite(request)) return problem(403, "cross_site", "Cross-site requests cannot change schedule entries.");
+      const done = await runEntryAction(ledger, entryAction[1] ?? "", request);
+      if ((request.headers.get("accept") ?? "").includes("text/html")) {
+        return new Response(null, { status: 303, headers: { ...BASE_HEADERS, location: `../../scheduler?${done.pageQuery}#entries` } });
+      }
+      return json(200, done.document);
     }
     const action = ACTION_PATH.exec(path);
     if (action) {

@@ -9,7 +9,7 @@ export const OTHER_JOB_TYPE = "_other";
 
 export const JOB_STATUS_LABELS = ["started", "done", "retry", "skip", "panicked", "noop"] as const;
 export type JobStatusLabel = (typeof JOB_STATUS_LABELS)[number];
-export const SLOT_OUTCOME_LABELS = ["enqueued", "lost_race", "skipped_stale", "quarantined", "set_aside", "locked", "repaired"] as const satisfies readonly SlotOutcomeLabel[];
+export const SLOT_OUTCOME_LABELS = ["enqueued", "lost_race", "skipped_stale", "skipped_paused", "skipped_overlap", "quarantined", "set_aside", "locked", "repaired"] as const satisfies readonly SlotOutcomeLabel[];
 export const PRUNED_TABLES = ["schedule_state", "jobs"] as const;
 export const REAP_OUTCOMES = ["requeued", "failed"] as const;
 /** The `state` label of cronledger_schedule_entries: every entry state, and `invalid` for entries left out of the schedule. */
@@ -208,7 +208,7 @@ export function createMetrics(options: MetricsOptions): CronledgerMetrics {
   const slotsTotal = shared(registry, "cronledger_schedule_slots_total", Counter, () =>
     new Counter({
       name: "cronledger_schedule_slots_total",
-      help: "Schedule slots handled by this process's ticks, by outcome: enqueued, lost_race, skipped_stale, quarantined, set_aside (its own statement failed with a retryable error; retried alone), locked (row held by another session, skipped), repaired.",
+      help: "Schedule slots handled by this process's ticks, by outcome: enqueued, lost_race, skipped_stale, skipped_paused (entry paused), skipped_overlap (its overlap policy), quarantined, set_aside (its own statement failed with a retryable error; retried alone), locked (row held by another session, skipped), repaired.",
       labelNames: ["outcome"] as const,
       registers,
     }),
@@ -288,6 +288,8 @@ export function createMetrics(options: MetricsOptions): CronledgerMetrics {
       countSlots("enqueued", report.enqueued.length);
       countSlots("lost_race", report.lostRace.length);
       countSlots("skipped_stale", report.skippedStale.length);
+      countSlots("skipped_paused", report.skipped.filter((slot) => slot.reason === "paused").length);
+      countSlots("skipped_overlap", report.skipped.filter((slot) => slot.reason === "overlap").length);
       countSlots("quarantined", report.quarantined.length);
       countSlots("set_aside", report.setAside.length);
       countSlots("locked", report.locked.length);

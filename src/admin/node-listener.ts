@@ -14,14 +14,39 @@ export interface NodeListenerOptions {
   readonly onError?: (error: unknown) => void;
 }
 
-/** The admin API takes no request bodies, so none is read: a client cannot make the server buffer one. */
-function toRequest(message: IncomingMessage, fallbackHost: string): Request {
+/**
+ * The largest request body read: only a POST's form or JSON (an entry's pause
+ * note, src/admin/entry-actions.ts); anything else is not read, and a larger
+ * body is refused, so a client cannot make the server buffer much.
+ */
+export const MAX_BODY_BYTES = 16_384;
+
+class BodyTooLarge extends Error {}
+
+async function readBody(message: IncomingMessage): Promise<Buffer | undefined> {
+  const type = message.headers["content-type"] ?? "";
+  if (message.method !== "POST" || !(type.includes("application/json") || type.includes("application/x-www-form-urlencoded"))) return undefined;
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of message as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > MAX_BODY_BYTES) throw new BodyTooLarge();
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks);
+}
+
+function toRequest(message: IncomingMessage, fallbackHost: string, body: Buffer | undefined): Request {
   const headers = new Headers();
   for (const [name, value] of Object.entries(message.headers)) {
     if (value === undefined) continue;
     for (const item of Array.isArray(value) ? value : [value]) headers.append(name, item);
   }
-  return new Request(new URL(message.url ?? "/", `http://${message.headers.host ?? fallbackHost}`), { method: message.method ?? "GET", headers });
+  return new Request(new URL(message.url ?? "/", `http://${message.headers.host ?? fallbackHost}`), {
+    method: message.method ?? "GET",
+    headers,
+    ...(body === undefined ? {} : { body: new Uint8Array(body) }),
+  });
 }
 
 async function send(response: Response, out: ServerResponse, head: boolean): Promise<void> {
@@ -44,15 +69,26 @@ async function send(response: Response, out: ServerResponse, head: boolean): Pro
 export function toNodeListener(handler: AdminHandler, options: NodeListenerOptions = {}): NodeListener {
   const fallbackHost = options.defaultHost ?? "host.invalid";
   return (message, out) => {
-    let request: Request;
-    try {
-      request = toRequest(message, fallbackHost);
-    } catch {
-      out.writeHead(400, { "content-type": "text/plain" }).end("bad request\n");
-      return;
-    }
-    handler(request)
-      .then((response) => send(response, out, message.method === "HEAD"))
+    readBody(message)
+      .then(
+        (body) => {
+          try {
+            return toRequest(message, fallbackHost, body);
+          } catch {
+            out.writeHead(400, { "content-type": "text/plain" }).end("bad request\n");
+            return undefined;
+          }
+        },
+        (error: unknown) => {
+          if (error instanceof BodyTooLarge) out.writeHead(413, { "content-type": "text/plain", connection: "close" }).end("request body too large\n");
+          else out.writeHead(400, { "content-type": "text/plain" }).end("bad request\n");
+          return undefined;
+        },
+      )
+      .then((request) => {
+        if (request === undefined) return;
+        return handler(request).then((response) => send(response, out, message.method === "HEAD"));
+      })
       .catch((error: unknown) => {
         options.onError?.(error);
         if (!out.headersSent) out.writeHead(500, { "content-type": "text/plain" });

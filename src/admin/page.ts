@@ -68,6 +68,7 @@ const STATE_LABELS: Readonly<Record<EntryState, string>> = {
   retrying: "retrying",
   running: "running",
   quarantined: "quarantined",
+  paused: "paused",
   waiting_for_worker: "waiting for worker",
 };
 

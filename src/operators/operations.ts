@@ -1,6 +1,7 @@
 import type { Database } from "../db/connection.js";
 import { reapStaleJobs, type ReapCounts } from "../db/sql/jobs.js";
 import { ensureHistoryPartitions, pruneHistory } from "../db/sql/partitions.js";
+import { pauseEntry, resumeEntry } from "../db/sql/ledger.js";
 import { cancelQueuedJob, entryRuns, jobCounts, readyJobStats, retryingJobs, type EntryRunRow } from "../db/sql/operators.js";
 import { failUnregisteredJobs, jobsWaitingForWorker, pruneWorkers } from "../db/sql/workers.js";
 import type { Duration } from "../duration.js";
@@ -72,6 +73,33 @@ export interface RetryingJob {
   readonly retryOverride: string | null;
 }
 
+/** The entry an operator pauses, resumes or triggers: its ledger row's key and its job. */
+export interface EntryRef {
+  readonly identity: string;
+  readonly key: string;
+  readonly jobName: string;
+}
+
+/** What `pause()` and `resume()` did to an entry. */
+export interface EntryPauseResult {
+  readonly identity: string;
+  readonly key: string;
+  readonly jobName: string;
+  /** Whether the entry is paused now. */
+  readonly paused: boolean;
+  /** False when nothing changed: it was paused already (a pause only replaced who and the note), or was not paused. */
+  readonly changed: boolean;
+  /** The pause set (for pause()) or cleared (for resume(); null if there was none). */
+  readonly pausedAt: Date | null;
+  readonly pausedBy: string | null;
+  readonly note: string | null;
+}
+
+/** Longest note and `by` kept in the ledger row. */
+export const MAX_PAUSE_NOTE_CHARS = 500;
+export const MAX_OPERATOR_CHARS = 200;
+const bounded = (text: string, max: number) => (text.length > max ? `${text.slice(0, max - 1)}…` : text);
+
 /** What `reap()` did: jobs returned to the queue, and jobs failed because their lost attempt was their last. */
 export type ReapReport = Pick<ReapCounts, "requeued" | "failed">;
 
@@ -83,7 +111,11 @@ export interface OperationsOptions {
   readonly logger: Logger;
   readonly leaseMs: number;
   readonly retention: ResolvedRetention;
+  /** The namespace of the ledger rows an operator's pause writes. */
+  readonly namespace: string;
 }
+
+const entryOf = (entry: EntryRef) => ({ identity: entry.identity, key: entry.key, jobName: entry.jobName });
 
 /**
  * What operators read and do, one service over the SQL layer
@@ -96,9 +128,11 @@ export interface OperationsOptions {
  */
 export class Operations {
   private readonly db: Database["db"];
+  private readonly namespace: string;
 
   constructor(private readonly options: OperationsOptions) {
     this.db = options.database.db;
+    this.namespace = options.namespace;
   }
 
   /** Terminal failures (the failure tickets), newest first, without payloads and with errors redacted. */
@@ -123,6 +157,32 @@ export class Operations {
     if (row.cancelled) return { ...base, was: row.attempts > 0 ? "retrying" : "queued", cancelled: true };
     if (row.status === "cancelled") return { ...base, was: "cancelled", cancelled: false };
     throw new JobNotCancellableError(id, row.status);
+  }
+
+  /**
+   * Pauses an entry in its ledger row (every replica, every later deploy
+   * that keeps its identity): its slots are recorded as skipped until it is
+   * resumed. The note is redacted and bounded like every stored reason.
+   */
+  async pause(entry: EntryRef, by: string, note: string | null): Promise<EntryPauseResult> {
+    const cleanNote = note === null || note.trim() === "" ? null : bounded(redact(note.trim()), MAX_PAUSE_NOTE_CHARS);
+    const row = await pauseEntry(this.db, { namespace: this.namespace, key: entry.key, jobName: entry.jobName, by: bounded(by, MAX_OPERATOR_CHARS), note: cleanNote });
+    this.options.logger.info("schedule entry paused: its slots are recorded as skipped until it is resumed", { identity: entry.identity, by: row.paused_by, note: row.paused_note });
+    return { ...entryOf(entry), paused: true, changed: row.changed, pausedAt: new Date(row.paused_at_ms), pausedBy: row.paused_by, note: row.paused_note };
+  }
+
+  /** Resumes a paused entry: the next slot fires as usual, never the paused ones. Resuming an entry that runs changes nothing and says so. */
+  async resume(entry: EntryRef, by: string): Promise<EntryPauseResult> {
+    const row = await resumeEntry(this.db, entry.key);
+    if (row !== undefined) this.options.logger.info("schedule entry resumed", { identity: entry.identity, by: bounded(by, MAX_OPERATOR_CHARS) });
+    return {
+      ...entryOf(entry),
+      paused: false,
+      changed: row !== undefined,
+      pausedAt: row === undefined ? null : new Date(row.paused_at_ms),
+      pausedBy: row?.paused_by ?? null,
+      note: row?.paused_note ?? null,
+    };
   }
 
   /** Jobs waiting for a retry, soonest first, errors redacted. */

@@ -53,7 +53,7 @@ export interface TickContext {
 export type PassResult = { -readonly [K in keyof Omit<TickReport, "now" | "nextFireAt" | "statements" | "attempts">]: TickReport[K] };
 
 export function emptyResult(): PassResult {
-  return { enqueued: [], lostRace: [], skippedStale: [], quarantined: [], setAside: [], locked: [], repaired: [], created: 0 };
+  return { enqueued: [], lostRace: [], skippedStale: [], skipped: [], quarantined: [], setAside: [], locked: [], repaired: [], created: 0 };
 }
 
 export function outcome(entry: ResolvedEntry, slotMs: number): SlotOutcome {

@@ -10,7 +10,7 @@ import { Backoff } from "../backoff.js";
 import { isCancelled, isLockTimeout } from "../error-chain.js";
 import { TickError, type TickPhase } from "../errors.js";
 import { redact } from "../redact.js";
-import type { TickReport } from "../events.js";
+import type { SkipReason, TickReport } from "../events.js";
 import { isRetryableEntryFailure, LOCK_WAIT_MS, lockedRow, OTHER_LOCK_WAIT_MS, setAside, type LockedEntry } from "./deferrals.js";
 import { slotIdempotencyKey } from "./identity.js";
 import { emptyResult, outcome, type PassResult, type TickContext, type TickOptions } from "./pass.js";
@@ -282,6 +282,7 @@ function passInput(context: TickContext, plan: Plan, entries: readonly ResolvedE
       payloadJson: entry.payloadJson,
       priority: entry.priority,
       maxAttempts: entry.job.retry.maxAttempts,
+      overlap: "allow_all",
     })),
     slots,
   };
@@ -344,8 +345,14 @@ function absorb(
       remember(entry, row.slot_ms);
       memory.suspects.delete(entry.ledgerKey);
       if (row.stale) into.skippedStale.push(outcome(entry, row.slot_ms));
+      else if (row.skip_reason !== null) into.skipped.push({ ...outcome(entry, row.slot_ms), ...skipOf(row), jobId: row.skipped_job_id });
       else into.enqueued.push({ ...outcome(entry, row.slot_ms), jobId: row.job_id });
     }
   }
   return nowMs;
+}
+
+/** A skipped slot's reason as the pass's row gives it (src/db/sql/slot-policy.ts). */
+function skipOf(row: PassRow): { reason: SkipReason; detail: string } {
+  return { reason: row.skip_reason === "paused" ? "paused" : "overlap", detail: row.skip_detail ?? row.skip_reason ?? "" };
 }

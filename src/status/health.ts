@@ -9,7 +9,7 @@
  */
 
 /** The states, most urgent first: when several hold, the first one is the entry's state. */
-export const ENTRY_STATES = ["quarantined", "late", "failing", "waiting_for_worker", "retrying", "running", "never_fired", "ok"] as const;
+export const ENTRY_STATES = ["paused", "quarantined", "late", "failing", "waiting_for_worker", "retrying", "running", "never_fired", "ok"] as const;
 export type EntryState = (typeof ENTRY_STATES)[number];
 
 /** What one job row of an entry (one run) looks like to the status. */
@@ -48,6 +48,8 @@ export interface HealthInput {
   readonly latestRun: EntryRun | null;
   /** Left out of passes until `until` because its slot could not be enqueued. */
   readonly quarantine?: { readonly until: Date; readonly reason: string; readonly count?: number } | null;
+  /** An operator's pause in its ledger row: its slots are recorded as skipped until it is resumed. */
+  readonly pause?: { readonly at: Date; readonly by: string | null; readonly note: string | null } | null;
   /** Its latest run waits for a worker that knows its job (true, or since when). */
   readonly waitingForWorker?: boolean | { readonly since: Date } | null;
 }
@@ -112,7 +114,12 @@ function withError(text: string, error: string | null): string {
 
 /** The entry's state and why, by the precedence of ENTRY_STATES. */
 export function entryHealth(input: HealthInput): EntryHealth {
-  const { latestRun: run, quarantine } = input;
+  const { latestRun: run, quarantine, pause } = input;
+  if (pause) {
+    // Paused first: its slots are skipped on purpose, so it is neither late nor failing because of them.
+    const note = pause.note === null || pause.note === "" ? "" : `: ${pause.note}`;
+    return { state: "paused", reason: `paused by ${pause.by ?? "an operator"} at ${iso(pause.at)}${note}; its slots are recorded as skipped until it is resumed` };
+  }
   if (quarantine) {
     const times = quarantine.count !== undefined && quarantine.count > 1 ? ` (${quarantine.count} times in a row)` : "";
     return { state: "quarantined", reason: `left out of scheduler passes until ${iso(quarantine.until)}${times}: ${quarantine.reason}` };
@@ -163,7 +170,7 @@ function describeRunKind(run: EntryRun): string {
     case "succeeded":
       return run.retried ? `succeeded after ${run.attempts} attempts` : "succeeded";
     case "skipped":
-      return `ended as ${run.outcome ?? "skip"}`;
+      return run.outcome === "paused" || run.outcome === "overlap" ? `was skipped (${run.outcome})` : `ended as ${run.outcome ?? "skip"}`;
     case "cancelled":
       return "was cancelled";
     case "queued":

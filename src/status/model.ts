@@ -40,6 +40,14 @@ export interface EntryQuarantine {
   readonly since: Date | null;
 }
 
+/** An operator's pause of an entry, as its ledger row holds it: every replica records the entry's slots as skipped until it is resumed. */
+export interface EntryPause {
+  readonly at: Date;
+  /** Who paused it, as the surface reported it (the admin's `by`, the CLI's user). */
+  readonly by: string | null;
+  readonly note: string | null;
+}
+
 export interface EntryStatus {
   readonly identity: string;
   readonly key: string;
@@ -60,6 +68,8 @@ export interface EntryStatus {
   readonly chore: boolean;
   /** Null unless the entry's ledger row is quarantined (its statement failed; shown by every replica's admin). */
   readonly quarantine: EntryQuarantine | null;
+  /** Null unless an operator paused the entry (state `paused`). */
+  readonly pause: EntryPause | null;
   readonly problems: readonly EntryProblem[];
   /**
    * Its most recent runs, newest first, when the status was asked for them
@@ -189,6 +199,7 @@ export async function buildStatus(sources: StatusSources, options: StatusOptions
     const row = ledger.rows.get(entry.ledgerKey);
     const slotMs = row?.slot_ms;
     const quarantine = quarantineOf(row);
+    const pause = pauseOf(row);
     const next = entry.calendar.nextMs(Math.max(slotMs ?? 0, nowMs));
     const entryRuns = runs.get(entry.ledgerKey) ?? [];
     const latestRun = entryRuns[0] ?? null;
@@ -199,6 +210,7 @@ export async function buildStatus(sources: StatusSources, options: StatusOptions
       jitterMs: entry.jitterMs,
       latestRun,
       quarantine,
+      pause,
       waitingForWorker: unknownToWorkers.has(entry.jobName) ? waitingSince(latestRun, entry, nowMs) : null,
     });
     const loaded = loadProblems.get(entry.identity) ?? [];
@@ -220,6 +232,7 @@ export async function buildStatus(sources: StatusSources, options: StatusOptions
       latestRun,
       chore,
       quarantine,
+      pause,
       problems: [...loaded, ...noNextRun, ...(quarantine === null ? [] : [quarantineProblem(quarantine)]), ...(tickProblems.get(entry.identity) ?? [])],
       recentRuns: stripKeys?.has(entry.ledgerKey) ? entryRuns : null,
     };
@@ -281,6 +294,11 @@ function quarantineOf(row: LedgerRow | undefined): EntryQuarantine | null {
     count: row.quarantine_count,
     since: row.quarantined_since_ms === null ? null : new Date(row.quarantined_since_ms),
   };
+}
+
+function pauseOf(row: LedgerRow | undefined): EntryPause | null {
+  if (row === undefined || row.paused_at_ms === null) return null;
+  return { at: new Date(row.paused_at_ms), by: row.paused_by, note: row.paused_note === null ? null : redact(row.paused_note) };
 }
 
 /** A quarantined entry is broken, in every replica's status: the problem carries the ledger's reason. */

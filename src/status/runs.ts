@@ -15,6 +15,9 @@ function kindOf(row: EntryRunRow): RunKind {
   switch (row.status) {
     case "succeeded":
       return row.outcome === "skip" || row.outcome === "noop" ? "skipped" : "succeeded";
+    case "skipped":
+      // A slot its entry's pause or overlap policy skipped: recorded, never run.
+      return "skipped";
     case "queued":
       return row.attempts > 0 ? "retrying" : "queued";
     case "running":

@@ -21,6 +21,8 @@ export interface TickDocument extends Versioned {
   readonly enqueued: readonly (SlotDocument & { readonly job_id: number | null })[];
   readonly lost_race: readonly SlotDocument[];
   readonly skipped_stale: readonly SlotDocument[];
+  /** Claimed but recorded as skipped: `reason` paused (the entry is paused) or overlap (its overlap policy); `job_id` the history row. */
+  readonly skipped: readonly (SlotDocument & { readonly reason: string; readonly detail: string; readonly job_id: number | null })[];
   readonly quarantined: readonly (SlotDocument & { readonly phase: TickPhase; readonly error: string; readonly until: string; readonly count: number })[];
   /** Entries whose own statement failed for a reason a retry can fix: retried alone at `retry_at`, quarantined at the fourth failure. */
   readonly set_aside: readonly (SlotDocument & { readonly error: string; readonly retry_at: string; readonly failures: number })[];
@@ -63,6 +65,7 @@ export function tickDocument(report: TickReport, invalid: readonly InvalidSchedu
     enqueued: report.enqueued.map((slot) => ({ ...slotDocument(slot), job_id: slot.jobId })),
     lost_race: report.lostRace.map(slotDocument),
     skipped_stale: report.skippedStale.map(slotDocument),
+    skipped: report.skipped.map((slot) => ({ ...slotDocument(slot), reason: slot.reason, detail: slot.detail, job_id: slot.jobId })),
     quarantined: report.quarantined.map((slot) => ({ ...slotDocument(slot), phase: slot.phase, error: slot.error, until: iso(slot.until), count: slot.count })),
     set_aside: report.setAside.map((slot) => ({ ...slotDocument(slot), error: slot.error, retry_at: iso(slot.retryAt), failures: slot.failures })),
     locked: report.locked.map(slotDocument),

@@ -38,7 +38,7 @@ export interface EntryDocument {
   /** When its ledger row was created; null before any scheduler pass saw it. */
   readonly created_at: string | null;
   readonly next_run_at: string | null;
-  /** ok, late, never_fired, failing, retrying, running, quarantined or waiting_for_worker (src/status/health.ts). */
+  /** ok, late, never_fired, failing, retrying, running, paused, quarantined or waiting_for_worker (src/status/health.ts). */
   readonly state: EntryState;
   readonly reason: string;
   readonly latest_run: RunDocument | null;
@@ -46,6 +46,8 @@ export interface EntryDocument {
   readonly chore: boolean;
   /** The ledger row's quarantine: no replica fires the entry before `until`; null when it has none. */
   readonly quarantine: { readonly until: string; readonly reason: string; readonly count: number; readonly since: string | null } | null;
+  /** An operator's pause (state `paused`): its slots are recorded as skipped until it is resumed; null when it runs. */
+  readonly pause: { readonly at: string; readonly by: string | null; readonly note: string | null } | null;
   readonly problems: readonly ProblemDocument[];
 }
 
@@ -131,6 +133,7 @@ export function statusDocument(status: SchedulerStatus): StatusDocument {
         entry.quarantine === null
           ? null
           : { until: iso(entry.quarantine.until), reason: entry.quarantine.reason, count: entry.quarantine.count, since: iso(entry.quarantine.since) },
+      pause: entry.pause === null ? null : { at: iso(entry.pause.at), by: entry.pause.by, note: entry.pause.note },
       problems: entry.problems.map(problemDocument),
     })),
     broken: status.broken.map(brokenEntryDocument),

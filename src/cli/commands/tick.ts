@@ -38,11 +38,12 @@ export const tick: Command = {
 function describeReport(report: TickReport): string[] {
   const lines = [
     `Tick at ${report.now.toISOString()}: ${report.enqueued.length} enqueued, ${report.lostRace.length} lost to another replica, ` +
-      `${report.skippedStale.length} skipped as stale, ${report.quarantined.length} quarantined, ${report.setAside.length} set aside, ${report.locked.length} locked, ${report.repaired.length} repaired, ` +
+      `${report.skippedStale.length} skipped as stale, ${report.skipped.length} skipped (paused or overlap), ${report.quarantined.length} quarantined, ${report.setAside.length} set aside, ${report.locked.length} locked, ${report.repaired.length} repaired, ` +
       `${plural(report.created, "new ledger row")}.`,
   ];
   for (const slot of report.enqueued) lines.push(`  enqueued     ${slot.jobName} for ${slot.slot.toISOString()} (job ${slot.jobId ?? "already queued"})`);
   for (const slot of report.skippedStale) lines.push(`  stale        ${slot.jobName} slot ${slot.slot.toISOString()} is older than its catch-up window`);
+  for (const slot of report.skipped) lines.push(`  skipped      ${slot.jobName} for ${slot.slot.toISOString()} (${slot.reason}): ${slot.detail}`);
   for (const slot of report.quarantined) {
     lines.push(`  quarantined  ${slot.jobName} for ${slot.slot.toISOString()} in phase ${slot.phase} until ${slot.until.toISOString()} (${plural(slot.count, "failure")}): ${slot.error}`);
   }

@@ -99,8 +99,8 @@ export function jobInsertCtes(select: SQL): SQL {
     ), notified as (${notifyQueues(sql`inserted`)})`;
 }
 
-/** The sequence of job ids (`job_queue.id`'s identity; history rows keep the id they had). */
-const JOB_ID_SEQUENCE = "cronledger.job_queue_id_seq";
+/** The sequence of job ids (`job_queue.id`'s identity; history rows keep the id they had, and a skipped slot's row draws one). */
+export const JOB_ID_SEQUENCE = "cronledger.job_queue_id_seq";
 
 /** Inserts any number of jobs in one statement: columns travel as parallel arrays through unnest, a constant 11 parameters. */
 export async function insertJobs(executor: Executor, rows: readonly NewJobRow[]): Promise<InsertedJob[]> {

@@ -4,6 +4,7 @@ import { scheduleLastRuns, scheduleState, scheduleVersions } from "../../schema.
 import { query, type Executor } from "../executor.js";
 import { array, arrayLiteral, clock, epochMs, milliseconds, name } from "./fragments.js";
 import { jobInsertCtes } from "./jobs.js";
+import { skippedSlotCtes } from "./slot-policy.js";
 
 /**
  * Every statement on the ledger, `cronledger.schedule_state`, written
@@ -26,6 +27,8 @@ export interface PassEntry {
   readonly payloadJson: string;
   readonly priority: number;
   readonly maxAttempts: number;
+  /** The entry's overlap policy (src/db/sql/slot-policy.ts): "allow_all" inserts every slot's job as before. */
+  readonly overlap: string;
 }
 
 /** One slot that may be its entry's due slot, depending on the clock the statement reads. */
@@ -78,6 +81,12 @@ export interface PassRow {
   locked: boolean;
   /** The ledger's quarantine of the entry, when it has one: no pass claims it before this instant. */
   quarantined_until_ms: number | null;
+  /** A claimed slot that was not enqueued but recorded as skipped (paused, or its overlap policy): why, in a word; null otherwise. */
+  skip_reason: string | null;
+  /** The skipped slot's reason in words (who paused the entry and their note; the job an overlap policy waited on). */
+  skip_detail: string | null;
+  /** The history row recording a skipped slot. */
+  skipped_job_id: number | null;
 }
 
 /**
@@ -105,7 +114,8 @@ export async function runPass(executor: Executor, input: PassInput): Promise<Pas
     return query<PassRow>(
       executor,
       sql`select ${epochMs(truncatedNow)} as now_ms, null as key, null as old_ms, null as slot_ms, null as stale,
-            false as claimed, null as created_ms, false as repaired, null as job_id, false as locked, null as quarantined_until_ms`,
+            false as claimed, null as created_ms, false as repaired, null as job_id, false as locked, null as quarantined_until_ms,
+            null as skip_reason, null as skip_detail, null as skipped_job_id`,
     );
   }
   const entry = <K extends keyof PassEntry>(key: K) => arrayLiteral(input.entries.map((row) => row[key]));
@@ -124,11 +134,13 @@ export async function runPass(executor: Executor, input: PassInput): Promise<Pas
     with clock as (
       select t as now, ${epochMs(sql`t`)} as now_ms from (select ${truncatedNow} as t) as c
     ), entry as (
-      select e.*, ${ledgerMs} as old_ms, ${epochMs(s.quarantinedUntil)} as quarantined_until_ms
+      select e.*, ${ledgerMs} as old_ms, ${epochMs(s.quarantinedUntil)} as quarantined_until_ms,
+        ${s.pausedAt} is not null as paused, ${s.pausedBy} as paused_by, ${s.pausedNote} as paused_note
       from unnest(
         ${entry("key")}::text[], ${entry("jobName")}::text[], ${entry("catchUpWindowMs")}::float8[], ${knownStart}::text[],
-        ${entry("queue")}::text[], ${entry("payloadJson")}::text[], ${entry("priority")}::int[], ${entry("maxAttempts")}::int[]
-      ) as e(key, job_name, window_ms, start_at, queue, payload, priority, max_attempts)
+        ${entry("queue")}::text[], ${entry("payloadJson")}::text[], ${entry("priority")}::int[], ${entry("maxAttempts")}::int[],
+        ${entry("overlap")}::text[]
+      ) as e(key, job_name, window_ms, start_at, queue, payload, priority, max_attempts, overlap)
       left join ${scheduleState} as s on ${s.key} = e.key
     ), due as (
       select distinct on (c.key) c.key, c.slot_ms, c.slot_at, c.idempotency_key, e.old_ms,
@@ -172,13 +184,14 @@ export async function runPass(executor: Executor, input: PassInput): Promise<Pas
       from due d join locked l on l.key = d.key
       where ${s.key} = d.key and ${ledgerMs} = d.old_ms
       returning ${s.key} as key
-    ), ${jobInsertCtes(sql`
+    ), ${skippedSlotCtes()}, ${jobInsertCtes(sql`
       select e.job_name, e.queue, e.payload::jsonb, e.priority, clock.now, e.max_attempts, d.idempotency_key, e.key, d.slot_at::timestamptz, null::jsonb
       from claimed cl join due d on d.key = cl.key join entry e on e.key = cl.key cross join clock
-      where not d.stale`)}
+      where not d.stale and cl.key not in (select key from decided where skip_reason is not null)`)}
     select clock.now_ms, e.key, e.old_ms, d.slot_ms, d.stale, cl.key is not null as claimed, cr.ms as created_ms,
       rp.key is not null as repaired, i.id::float8 as job_id,
-      (d.key is not null or co.key is not null) and l.key is null as locked, e.quarantined_until_ms
+      (d.key is not null or co.key is not null) and l.key is null as locked, e.quarantined_until_ms,
+      dc.skip_reason, dc.skip_detail, sk.id::float8 as skipped_job_id
     from clock cross join notified
     left join entry e on true
     left join due d on d.key = e.key
@@ -187,7 +200,9 @@ export async function runPass(executor: Executor, input: PassInput): Promise<Pas
     left join claimed cl on cl.key = e.key
     left join created cr on cr.key = e.key
     left join repaired rp on rp.key = e.key
-    left join inserted i on i.schedule_key = e.key`,
+    left join inserted i on i.schedule_key = e.key
+    left join decided dc on dc.key = e.key
+    left join moved sk on sk.schedule_key = e.key and sk.status = 'skipped'`,
   );
 }
 
@@ -201,6 +216,10 @@ export interface LedgerRow {
   quarantine_reason: string | null;
   quarantine_count: number;
   quarantined_since_ms: number | null;
+  /** An operator's pause (pauseEntry): when, who and why; null when the entry runs. */
+  paused_at_ms: number | null;
+  paused_by: string | null;
+  paused_note: string | null;
 }
 
 /** The ledger of a namespace as the status reads it: its rows and the database clock they were read at. */
@@ -221,7 +240,8 @@ export async function ledgerSnapshot(executor: Executor, namespace: string): Pro
           select ${scheduleState.key} as key, ${epochMs(scheduleState.lastEnqueuedSlot)} as slot_ms, ${epochMs(scheduleState.createdAt)} as created_ms,
             ${scheduleState.updatedAt} <> ${scheduleState.createdAt} as handled,
             ${epochMs(scheduleState.quarantinedUntil)} as quarantined_until_ms, ${scheduleState.quarantineReason} as quarantine_reason,
-            ${scheduleState.quarantineCount} as quarantine_count, ${epochMs(scheduleState.quarantinedSince)} as quarantined_since_ms
+            ${scheduleState.quarantineCount} as quarantine_count, ${epochMs(scheduleState.quarantinedSince)} as quarantined_since_ms,
+            ${epochMs(scheduleState.pausedAt)} as paused_at_ms, ${scheduleState.pausedBy} as paused_by, ${scheduleState.pausedNote} as paused_note
           from ${scheduleState} where ${scheduleState.namespace} = ${namespace}
         ) as l on true`,
   );
@@ -265,6 +285,70 @@ export async function quarantineEntry(executor: Executor, input: QuarantineInput
           ${name(scheduleState.quarantinedSince)} = coalesce(${s.quarantinedSince}, excluded.${name(scheduleState.quarantinedSince)}),
           ${name(scheduleState.updatedAt)} = now()
         returning ${epochMs(sql`${s.quarantinedUntil}`)} as until_ms, ${s.quarantineCount} as count`,
+  );
+  return row;
+}
+
+export interface PauseInput {
+  readonly namespace: string;
+  readonly key: string;
+  readonly jobName: string;
+  /** Already bounded. */
+  readonly by: string;
+  /** Already redacted and bounded; null for none. */
+  readonly note: string | null;
+}
+
+export interface PauseRow {
+  paused_at_ms: number;
+  paused_by: string;
+  paused_note: string | null;
+  /** False when the entry was paused already (the note and who are replaced, the instant kept). */
+  changed: boolean;
+}
+
+/**
+ * Pauses an entry in its ledger row: every replica's pass, now and after
+ * any restart or deploy that keeps the entry's identity, records its slots
+ * as skipped (src/db/sql/slot-policy.ts). A row no pass has created yet is
+ * created at now, as a pass would. Pausing a paused entry keeps its instant
+ * and replaces who and the note. `updated_at` is left alone: it says when a
+ * pass last handled the row.
+ */
+export async function pauseEntry(executor: Executor, input: PauseInput): Promise<PauseRow> {
+  const [row] = await query<PauseRow>(
+    executor,
+    sql`insert into ${scheduleState} as s (${name(scheduleState.key)}, ${name(scheduleState.namespace)}, ${name(scheduleState.jobName)},
+          ${name(scheduleState.lastEnqueuedSlot)}, ${name(scheduleState.pausedAt)}, ${name(scheduleState.pausedBy)}, ${name(scheduleState.pausedNote)})
+        values (${input.key}, ${input.namespace}, ${input.jobName}, now(), now(), ${input.by}, ${input.note})
+        on conflict (${name(scheduleState.key)}) do update set
+          ${name(scheduleState.pausedAt)} = coalesce(${s.pausedAt}, excluded.${name(scheduleState.pausedAt)}),
+          ${name(scheduleState.pausedBy)} = excluded.${name(scheduleState.pausedBy)},
+          ${name(scheduleState.pausedNote)} = excluded.${name(scheduleState.pausedNote)}
+        returning ${epochMs(sql`${s.pausedAt}`)} as paused_at_ms, ${s.pausedBy} as paused_by, ${s.pausedNote} as paused_note,
+          ${s.pausedAt} = now() as changed`,
+  );
+  if (row === undefined) throw new Error("cronledger: pausing an entry returned no row");
+  return row;
+}
+
+/**
+ * Resumes a paused entry: clears the pause, nothing else. Its ledger moved
+ * with every slot recorded as skipped, so the next pass fires the next slot
+ * as usual, never the paused ones. Returns the pause it cleared; undefined
+ * when the entry was not paused (or has no ledger row).
+ */
+export async function resumeEntry(
+  executor: Executor,
+  key: string,
+): Promise<{ paused_at_ms: number; paused_by: string | null; paused_note: string | null } | undefined> {
+  const [row] = await query<{ paused_at_ms: number; paused_by: string | null; paused_note: string | null }>(
+    executor,
+    sql`update ${scheduleState} as s set ${name(scheduleState.pausedAt)} = null, ${name(scheduleState.pausedBy)} = null, ${name(scheduleState.pausedNote)} = null
+        from (select ${scheduleState.key} as key, ${scheduleState.pausedAt} as paused_at, ${scheduleState.pausedBy} as paused_by, ${scheduleState.pausedNote} as paused_note
+              from ${scheduleState} where ${scheduleState.key} = ${key} for update) as before
+        where ${s.key} = before.key and before.paused_at is not null
+        returning ${epochMs(sql`before.paused_at`)} as paused_at_ms, before.paused_by, before.paused_note`,
   );
   return row;
 }

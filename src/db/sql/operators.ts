@@ -161,7 +161,7 @@ export async function entryRuns(executor: Executor, keys: readonly string[], lim
     ${t.id}::float8 as id, ${t.status} as status, ${end.outcome} as outcome, ${t.attempts} as attempts, ${t.maxAttempts} as max_attempts,
     ${epochMs(t.scheduledFor)} as scheduled_for_ms, ${epochMs(t.runAt)} as run_at_ms, ${epochMs(t.startedAt)} as started_at_ms,
     ${end.finishedAt} as finished_at_ms,
-    case when ${t.status} = 'failed' or (${t.status} = 'queued' and ${t.attempts} > 0) then ${t.lastError} end as last_error`;
+    case when ${t.status} in ('failed', 'skipped') or (${t.status} = 'queued' and ${t.attempts} > 0) then ${t.lastError} end as last_error`;
   const q = jobQueue;
   const h = jobHistory;
   const r = scheduleLastRuns;
