@@ -30,6 +30,8 @@ export type ErrorCode =
   | "worker_shutdown"
   | "lease_lost"
   | "lease_expired"
+  | "job_cancelled"
+  | "job_killed"
   // Operators' views and actions
   | "invalid_filter"
   | "job_not_found"
@@ -96,6 +98,8 @@ export const ERROR_HTTP_STATUS: Readonly<Record<ErrorCode, number>> = {
   worker_shutdown: 503,
   lease_lost: 500,
   lease_expired: 500,
+  job_cancelled: 409,
+  job_killed: 500,
   invalid_filter: 400,
   job_not_found: 404,
   job_not_failed: 409,
@@ -335,6 +339,57 @@ export class WorkerShutdownError extends CronledgerError {
   }
 }
 
+/** Who asked a running job to stop, when, and why: what `cancelJob` wrote in its row (cancel_requested_*). */
+export interface StopRequest {
+  readonly jobId: number;
+  readonly requestedAt: Date;
+  /** The operator's surface and identity (`cli:alice@host`, `admin`, an overlap policy). */
+  readonly requestedBy: string;
+  readonly reason: string | null;
+}
+
+/**
+ * The reason of a handler's aborted `ctx.signal` when an operator (or an
+ * entry's overlap policy) asked its running job to stop: `requestedBy` and
+ * `reason` say who and why. The job ends `cancelled` when its handler
+ * returns, never retried; one still running `graceMs` later is failed as
+ * killed (JobKilledError).
+ */
+export class JobCancelledError extends CronledgerError {
+  readonly jobId: number;
+  readonly requestedAt: Date;
+  readonly requestedBy: string;
+  readonly reason: string | null;
+  readonly graceMs: number;
+
+  constructor(request: StopRequest, graceMs: number) {
+    super(
+      "job_cancelled",
+      `Job ${request.jobId} was asked to stop by ${request.requestedBy}${request.reason ? ` (${request.reason})` : ""}; ` +
+        `return from the handler: the job ends cancelled, or is failed as killed if it still runs ${graceMs} ms after the request reached its worker.`,
+    );
+    this.jobId = request.jobId;
+    this.requestedAt = request.requestedAt;
+    this.requestedBy = request.requestedBy;
+    this.reason = request.reason;
+    this.graceMs = graceMs;
+  }
+}
+
+/** A handler that went on running for the stop grace after its job was asked to stop: the job is failed (not retried) and its worker slot freed. */
+export class JobKilledError extends CronledgerError {
+  readonly jobId: number;
+
+  constructor(stop: JobCancelledError) {
+    super(
+      "job_killed",
+      `Job ${stop.jobId} was asked to stop by ${stop.requestedBy}${stop.reason ? ` (${stop.reason})` : ""} and its handler had not returned ${stop.graceMs} ms later: ` +
+        "failed as killed, not retried. Make the handler honour ctx.signal, or raise `stopGrace` in createCronledger.",
+    );
+    this.jobId = stop.jobId;
+  }
+}
+
 /** Aborts a handler whose job the reaper took back (its heartbeat went stale); another worker may run it. */
 export class LeaseLostError extends CronledgerError {
   constructor(jobId: number) {
@@ -403,7 +458,7 @@ export class JobNotFailedError extends CronledgerError {
   }
 }
 
-/** Only a job waiting to run (queued, or queued for a retry) can be cancelled: a running one belongs to its worker, a finished one is history. */
+/** A finished job (succeeded, failed) cannot be cancelled: it is history. A queued job is cancelled, a running one asked to stop. */
 export class JobNotCancellableError extends CronledgerError {
   readonly jobId: number;
   readonly status: string;
@@ -411,8 +466,8 @@ export class JobNotCancellableError extends CronledgerError {
   constructor(jobId: number, status: string) {
     super(
       "job_not_cancellable",
-      `Job ${jobId} is ${status}; only a queued job (waiting for its first run or for a retry) can be cancelled.` +
-        (status === "running" ? " Let it finish, or stop its worker: an interrupted job goes back to the queue, and can be cancelled then." : ""),
+      `Job ${jobId} is ${status}; only a queued job (waiting for its first run or for a retry) or a running one (asked to stop) can be cancelled.` +
+        (status === "failed" ? " Retry it instead, or leave it: a failure ticket is kept for its retention." : ""),
     );
     this.jobId = jobId;
     this.status = status;

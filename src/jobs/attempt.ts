@@ -36,6 +36,8 @@ export class Attempt implements JobContext {
   private readonly scheduleKey: string | null;
   /** Why the worker ended this attempt; undefined while it may run on. */
   abortReason: unknown;
+  /** Set when an operator asked the job to stop: its signal is aborted with it, and the handler's return ends the job cancelled. */
+  stopReason: unknown;
   private aborted = false;
   private controller: AbortController | undefined;
   private logger: Logger | undefined;
@@ -72,6 +74,7 @@ export class Attempt implements JobContext {
     if (this.controller === undefined) {
       this.controller = new AbortController();
       if (this.aborted) this.controller.abort(this.abortReason);
+      else if (this.stopReason !== undefined) this.controller.abort(this.stopReason);
     }
     return this.controller.signal;
   }
@@ -93,6 +96,16 @@ export class Attempt implements JobContext {
     this.abortReason = reason;
     this.controller?.abort(reason);
     this.rejectRun?.(reason);
+  }
+
+  /**
+   * Asks the handler to stop: aborts its signal with `reason` and lets it
+   * return in its own time (unlike abort(), the run is not settled here).
+   */
+  stop(reason: unknown): void {
+    if (this.aborted || this.stopReason !== undefined) return;
+    this.stopReason = reason;
+    this.controller?.abort(reason);
   }
 
   /** Runs the handler after the current task, so the worker has recorded the attempt as active first. */
