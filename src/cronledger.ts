@@ -29,6 +29,7 @@ import { reportInterval, SchedulePresence } from "./runtime/presence.js";
 import { Supervisor } from "./runtime/supervisor.js";
 import { loadEntries, Scheduler } from "./schedule/scheduler.js";
 import type { TickOptions } from "./schedule/pass.js";
+import type { BackfillOptions, BackfillResult } from "./schedule/backfill.js";
 import type { ResolvedEntry } from "./schedule/validate.js";
 import type { ScheduleProblem } from "./errors.js";
 import { buildStatus, type SchedulerStatus, type StatusOptions } from "./status/model.js";
@@ -214,6 +215,17 @@ export class Cronledger {
    */
   async cancelJob(id: number, request: CancelRequest = {}): Promise<CancelledJob> {
     return this.operations.cancel(id, request);
+  }
+
+  /**
+   * Backfills entry `entry` (its key, job name, identity or ledger key): one
+   * job per slot of `[from, to]` that has none yet, each with its own
+   * `scheduledFor` and `ctx.schedule.backfilled`; slots after the ledger are
+   * left to the ticker. `dryRun` lists them; `max` / `latest` bound them;
+   * more than BACKFILL_CAP needs `force`. See docs/operations.md.
+   */
+  async backfill(entry: string, options: BackfillOptions): Promise<BackfillResult> {
+    return this.scheduler.backfill(entry, options);
   }
 
   /** Jobs waiting for a retry after a failed attempt, soonest first (what `cancelJob` is usually for). */

@@ -37,6 +37,8 @@ export type ErrorCode =
   | "job_not_found"
   | "job_not_failed"
   | "job_not_cancellable"
+  | "entry_not_found"
+  | "backfill_too_large"
   // The database
   | "migration_failed"
   | "migration_required"
@@ -104,6 +106,8 @@ export const ERROR_HTTP_STATUS: Readonly<Record<ErrorCode, number>> = {
   job_not_found: 404,
   job_not_failed: 409,
   job_not_cancellable: 409,
+  entry_not_found: 404,
+  backfill_too_large: 400,
   migration_failed: 503,
   migration_required: 503,
   connection_refused: 503,
@@ -540,5 +544,31 @@ export class DatabaseUnavailableError extends CronledgerError {
   constructor(diagnosis: DatabaseDiagnosis, database: string, cause: unknown) {
     super(diagnosis.problem, `${diagnosis.message} (${database})`, { cause });
     this.persistent = diagnosis.persistent;
+  }
+}
+
+/** An operator named a schedule entry this process does not have (a typo, or an entry of another deploy). */
+export class EntryNotFoundError extends CronledgerError {
+  readonly entry: string;
+
+  constructor(entry: string, suggestion: string | undefined, known: readonly string[]) {
+    super(
+      "entry_not_found",
+      `No schedule entry "${entry}" here.` +
+        (suggestion === undefined ? "" : ` Did you mean "${suggestion}"?`) +
+        ` Name an entry by its key, its job name (when one entry runs it), its identity or its ledger key (\`cronledger status\` lists them)` +
+        (known.length === 0 ? "; this schedule has no entries." : `: ${known.slice(0, 10).join(", ")}${known.length > 10 ? ", ..." : ""}.`),
+    );
+    this.entry = entry;
+  }
+}
+
+/** A backfill that would enqueue more jobs than an operator should start by accident. */
+export class BackfillTooLargeError extends CronledgerError {
+  readonly slots: number;
+
+  constructor(message: string, slots: number) {
+    super("backfill_too_large", message);
+    this.slots = slots;
   }
 }

@@ -32,6 +32,8 @@ export type { NamedScheduleEntry, ScheduleEntry, TypedScheduleEntry } from "./sc
 export { loadSchedule, validateSchedule } from "./schedule/validate.js";
 export type { ResolvedEntry } from "./schedule/validate.js";
 export { slotCalendar } from "./schedule/slot-calendar.js";
+export { BACKFILL_CAP, BACKFILL_LIMIT } from "./schedule/backfill.js";
+export type { BackfilledSlot, BackfillOptions, BackfillResult } from "./schedule/backfill.js";
 export type { SlotCalendar } from "./schedule/slot-calendar.js";
 export type { SlotOutcome, TickReport } from "./events.js";
 export type { TickOptions } from "./schedule/pass.js";
@@ -48,6 +50,8 @@ export type { BrokenEntryDocument, EntryDocument, ProblemDocument, RunDocument, 
 export { cancelledDocument, errorDocument, failuresDocument, retriedDocument } from "./wire/jobs.js";
 export type { CancelledDocument, ErrorDocument, FailureDocument, FailuresDocument, RetriedDocument } from "./wire/jobs.js";
 export { preflightDocument, tickDocument } from "./wire/commands.js";
+export { backfillDocument } from "./wire/backfill.js";
+export type { BackfillDocument, BackfillSlotDocument } from "./wire/backfill.js";
 export type { PreflightDocument, PreflightProblemDocument, SlotDocument, TickDocument } from "./wire/commands.js";
 export { renderSchedulePage } from "./admin/page.js";
 export type { SchedulePageExtras } from "./admin/page.js";
@@ -68,6 +72,8 @@ export {
   InvalidFailureFilterError,
   InvalidStoredJobError,
   InvalidTimezoneError,
+  BackfillTooLargeError,
+  EntryNotFoundError,
   JobCancelledError,
   JobKilledError,
   JobNotCancellableError,

@@ -1,4 +1,5 @@
 import type { z } from "zod";
+import { BACKFILL_KEY_PREFIX } from "../keys.js";
 import { childLogger, type Logger } from "../log.js";
 import type { JobContext, JobDefinition, JobResult, JobSchedule } from "./define-job.js";
 import type { EnqueuedJob, Enqueuer, EnqueueRequest, JobReference } from "./define-job.js";
@@ -12,6 +13,8 @@ export interface AttemptInput {
   readonly scheduledFor: Date | null;
   /** The job's `schedule_key`; null for enqueued jobs. */
   readonly scheduleKey: string | null;
+  /** The job's idempotency key: a backfilled run's starts with BACKFILL_KEY_PREFIX. */
+  readonly idempotencyKey: string | null;
 }
 
 /** What every attempt of a worker shares: its logger, the enqueuer behind `ctx.enqueue`, and the loaded entries by ledger key. */
@@ -34,6 +37,7 @@ export class Attempt implements JobContext {
   readonly maxAttempts: number;
   readonly scheduledFor: Date | null;
   private readonly scheduleKey: string | null;
+  private readonly idempotencyKey: string | null;
   /** Why the worker ended this attempt; undefined while it may run on. */
   abortReason: unknown;
   /** Set when an operator asked the job to stop: its signal is aborted with it, and the handler's return ends the job cancelled. */
@@ -53,12 +57,19 @@ export class Attempt implements JobContext {
     this.maxAttempts = input.maxAttempts;
     this.scheduledFor = input.scheduledFor;
     this.scheduleKey = input.scheduleKey;
+    this.idempotencyKey = input.idempotencyKey;
   }
 
   get schedule(): JobSchedule | null {
     if (this.scheduleKey === null || this.scheduledFor === null) return null;
     const entry = this.services.entryOf(this.scheduleKey);
-    return { key: this.scheduleKey, identity: entry?.identity ?? null, entryKey: entry?.entryKey ?? null, slot: this.scheduledFor };
+    return {
+      key: this.scheduleKey,
+      identity: entry?.identity ?? null,
+      entryKey: entry?.entryKey ?? null,
+      slot: this.scheduledFor,
+      backfilled: this.idempotencyKey?.startsWith(BACKFILL_KEY_PREFIX) ?? false,
+    };
   }
 
   /** Enqueues a follow-up job; `{ db: tx }` writes it in the handler's own transaction. */

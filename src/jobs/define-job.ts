@@ -16,6 +16,8 @@ export interface JobSchedule {
   readonly entryKey: string | null;
   /** The slot this run is for. */
   readonly slot: Date;
+  /** True for a run an operator backfilled (`ledger.backfill`, `cronledger backfill`), false for one the ticker fired. */
+  readonly backfilled: boolean;
 }
 
 /** What a handler sees besides its payload. */

@@ -373,6 +373,7 @@ export class Worker {
         maxAttempts: job.maxAttempts,
         scheduledFor: job.scheduledForMs === null ? null : new Date(job.scheduledForMs),
         scheduleKey: job.scheduleKey,
+        idempotencyKey: job.idempotencyKey,
       },
       this.deps.attempts,
     );

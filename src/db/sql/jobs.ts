@@ -157,6 +157,8 @@ export interface ClaimedJob {
   readonly maxAttempts: number;
   readonly scheduledForMs: number | null;
   readonly scheduleKey: string | null;
+  /** Null for a job enqueued without one; a backfilled run's starts with BACKFILL_KEY_PREFIX (src/keys.ts). */
+  readonly idempotencyKey: string | null;
   /** The retry policy given at enqueue, as JSON; null: the job's own. */
   readonly retryPolicy: string | null;
 }
@@ -255,7 +257,7 @@ function claimStatement(ordinary: boolean, withChores: boolean, fixedClock: bool
           and (select set_config('synchronous_commit', 'off', true)) = 'off'
         returning ${j.id}::float8 as "id", ${j.jobName} as "jobName", ${j.queue} as "queue", ${j.payload}::text as "payload",
           ${j.priority} as "priority", ${epochMs(j.runAt)} as "runAtMs", ${j.attempts} as "attempts", ${j.maxAttempts} as "maxAttempts",
-          ${epochMs(j.scheduledFor)} as "scheduledForMs", ${j.scheduleKey} as "scheduleKey", ${j.retryPolicy}::text as "retryPolicy"`;
+          ${epochMs(j.scheduledFor)} as "scheduledForMs", ${j.scheduleKey} as "scheduleKey", ${j.idempotencyKey} as "idempotencyKey", ${j.retryPolicy}::text as "retryPolicy"`;
   });
 }
 
