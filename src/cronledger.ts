@@ -17,7 +17,7 @@ import { jobRegistry } from "./jobs/registry.js";
 import { Worker, type WorkerDependencies, type WorkSummary } from "./jobs/worker.js";
 import { workerStore } from "./jobs/worker-deps.js";
 import type { FailureFilter, FailurePage } from "./operators/failures.js";
-import { Operations, type CancelledJob, type EntryPauseResult, type ReapReport, type RetryingJob, type WaitingForWorker } from "./operators/operations.js";
+import { Operations, type CancelRequest, type CancelledJob, type EntryPauseResult, type ReapReport, type RetryingJob, type WaitingForWorker } from "./operators/operations.js";
 import type { RetriedJob } from "./operators/retry-failed.js";
 import { consoleLogger, type Logger } from "./log.js";
 import { adaptLogger } from "./logger-adapter.js";
@@ -30,6 +30,7 @@ import { Supervisor } from "./runtime/supervisor.js";
 import { findEntry } from "./schedule/find-entry.js";
 import { loadEntries, Scheduler } from "./schedule/scheduler.js";
 import type { TickOptions } from "./schedule/pass.js";
+import type { BackfillOptions, BackfillResult } from "./schedule/backfill.js";
 import type { ResolvedEntry } from "./schedule/validate.js";
 import type { ScheduleProblem } from "./errors.js";
 import { buildStatus, type SchedulerStatus, type StatusOptions } from "./status/model.js";
@@ -117,7 +118,7 @@ export class Cronledger {
     const parts = { database: this.database, logger: this.logger, events: this.events };
     this.scheduler = new Scheduler({ ...parts, namespace, schedule, passTimeoutMs: this.options.passTimeoutMs });
     this.enqueuer = new JobEnqueuer({ database: this.database, jobs: this.jobs, maxPayloadBytes: this.options.maxPayloadBytes });
-    this.operations = new Operations({ ...parts, namespace, jobs: this.jobs, leaseMs: this.leaseMs, retention: chores.retention });
+    this.operations = new Operations({ ...parts, namespace, jobs: this.jobs, leaseMs: this.leaseMs, retention: chores.retention, stopGraceMs: this.options.stopGraceMs });
     // A scheduled job's ctx.schedule names its entry: the loaded entry behind its ledger key.
     const byKey = new Map([...schedule.entries, ...schedule.choreEntries].map((entry) => [entry.ledgerKey, entry]));
     const attempts = { logger: this.logger, enqueuer: this.enqueuer, entryOf: (key: string) => byKey.get(key) };
@@ -206,9 +207,26 @@ export class Cronledger {
     return this.operations.retryFailed(id);
   }
 
-  /** Cancels job `id` while it waits for its first run or a retry: it ends `cancelled` and never runs (again). */
-  async cancelJob(id: number): Promise<CancelledJob> {
-    return this.operations.cancel(id);
+  /**
+   * Cancels job `id`. Waiting for its first run or a retry: it ends
+   * `cancelled` and never runs (again). Running: it is asked to stop; its
+   * worker aborts its `ctx.signal` with a JobCancelledError saying who
+   * (`by`) and why (`reason`), the job ends `cancelled` when the handler
+   * returns (never retried), or is failed as killed after `stopGrace`.
+   */
+  async cancelJob(id: number, request: CancelRequest = {}): Promise<CancelledJob> {
+    return this.operations.cancel(id, request);
+  }
+
+  /**
+   * Backfills entry `entry` (its key, job name, identity or ledger key): one
+   * job per slot of `[from, to]` that has none yet, each with its own
+   * `scheduledFor` and `ctx.schedule.backfilled`; slots after the ledger are
+   * left to the ticker. `dryRun` lists them; `max` / `latest` bound them;
+   * more than BACKFILL_CAP needs `force`. See docs/operations.md.
+   */
+  async backfill(entry: string, options: BackfillOptions): Promise<BackfillResult> {
+    return this.scheduler.backfill(entry, options);
   }
 
   /**
@@ -330,7 +348,14 @@ export class Cronledger {
     // A worker whose queues include the chores' runs them outside its slots (src/jobs/worker.ts).
     const choreNames = [REAP_JOB, PRUNE_JOB].filter((name) => this.jobs.has(name));
     const chores = choreNames.length > 0 && queues.includes(CHORE_QUEUE) ? { queue: CHORE_QUEUE, jobNames: choreNames } : undefined;
-    const worker = new Worker(this.workerParts, { ...options, queues, leaseMs: options.leaseMs ?? this.leaseMs, namespace: this.namespace, chores });
+    const worker = new Worker(this.workerParts, {
+      ...options,
+      queues,
+      leaseMs: options.leaseMs ?? this.leaseMs,
+      namespace: this.namespace,
+      chores,
+      stopGraceMs: this.options.stopGraceMs,
+    });
     this.created.add(worker);
     return worker;
   }

@@ -30,12 +30,15 @@ export type ErrorCode =
   | "worker_shutdown"
   | "lease_lost"
   | "lease_expired"
+  | "job_cancelled"
+  | "job_killed"
   // Operators' views and actions
   | "invalid_filter"
   | "job_not_found"
   | "job_not_failed"
   | "job_not_cancellable"
   | "entry_not_found"
+  | "backfill_too_large"
   // The database
   | "migration_failed"
   | "migration_required"
@@ -97,11 +100,14 @@ export const ERROR_HTTP_STATUS: Readonly<Record<ErrorCode, number>> = {
   worker_shutdown: 503,
   lease_lost: 500,
   lease_expired: 500,
+  job_cancelled: 409,
+  job_killed: 500,
   invalid_filter: 400,
   job_not_found: 404,
   job_not_failed: 409,
   job_not_cancellable: 409,
   entry_not_found: 404,
+  backfill_too_large: 400,
   migration_failed: 503,
   migration_required: 503,
   connection_refused: 503,
@@ -337,6 +343,57 @@ export class WorkerShutdownError extends CronledgerError {
   }
 }
 
+/** Who asked a running job to stop, when, and why: what `cancelJob` wrote in its row (cancel_requested_*). */
+export interface StopRequest {
+  readonly jobId: number;
+  readonly requestedAt: Date;
+  /** The operator's surface and identity (`cli:alice@host`, `admin`, an overlap policy). */
+  readonly requestedBy: string;
+  readonly reason: string | null;
+}
+
+/**
+ * The reason of a handler's aborted `ctx.signal` when an operator (or an
+ * entry's overlap policy) asked its running job to stop: `requestedBy` and
+ * `reason` say who and why. The job ends `cancelled` when its handler
+ * returns, never retried; one still running `graceMs` later is failed as
+ * killed (JobKilledError).
+ */
+export class JobCancelledError extends CronledgerError {
+  readonly jobId: number;
+  readonly requestedAt: Date;
+  readonly requestedBy: string;
+  readonly reason: string | null;
+  readonly graceMs: number;
+
+  constructor(request: StopRequest, graceMs: number) {
+    super(
+      "job_cancelled",
+      `Job ${request.jobId} was asked to stop by ${request.requestedBy}${request.reason ? ` (${request.reason})` : ""}; ` +
+        `return from the handler: the job ends cancelled, or is failed as killed if it still runs ${graceMs} ms after the request reached its worker.`,
+    );
+    this.jobId = request.jobId;
+    this.requestedAt = request.requestedAt;
+    this.requestedBy = request.requestedBy;
+    this.reason = request.reason;
+    this.graceMs = graceMs;
+  }
+}
+
+/** A handler that went on running for the stop grace after its job was asked to stop: the job is failed (not retried) and its worker slot freed. */
+export class JobKilledError extends CronledgerError {
+  readonly jobId: number;
+
+  constructor(stop: JobCancelledError) {
+    super(
+      "job_killed",
+      `Job ${stop.jobId} was asked to stop by ${stop.requestedBy}${stop.reason ? ` (${stop.reason})` : ""} and its handler had not returned ${stop.graceMs} ms later: ` +
+        "failed as killed, not retried. Make the handler honour ctx.signal, or raise `stopGrace` in createCronledger.",
+    );
+    this.jobId = stop.jobId;
+  }
+}
+
 /** Aborts a handler whose job the reaper took back (its heartbeat went stale); another worker may run it. */
 export class LeaseLostError extends CronledgerError {
   constructor(jobId: number) {
@@ -405,7 +462,7 @@ export class JobNotFailedError extends CronledgerError {
   }
 }
 
-/** Only a job waiting to run (queued, or queued for a retry) can be cancelled: a running one belongs to its worker, a finished one is history. */
+/** A finished job (succeeded, failed) cannot be cancelled: it is history. A queued job is cancelled, a running one asked to stop. */
 export class JobNotCancellableError extends CronledgerError {
   readonly jobId: number;
   readonly status: string;
@@ -413,26 +470,11 @@ export class JobNotCancellableError extends CronledgerError {
   constructor(jobId: number, status: string) {
     super(
       "job_not_cancellable",
-      `Job ${jobId} is ${status}; only a queued job (waiting for its first run or for a retry) can be cancelled.` +
-        (status === "running" ? " Let it finish, or stop its worker: an interrupted job goes back to the queue, and can be cancelled then." : ""),
+      `Job ${jobId} is ${status}; only a queued job (waiting for its first run or for a retry) or a running one (asked to stop) can be cancelled.` +
+        (status === "failed" ? " Retry it instead, or leave it: a failure ticket is kept for its retention." : ""),
     );
     this.jobId = jobId;
     this.status = status;
-  }
-}
-
-/** An operator named a schedule entry (to pause, resume or trigger it) that the running schedule does not have. */
-export class EntryNotFoundError extends CronledgerError {
-  readonly entry: string;
-
-  constructor(entry: string, suggestion: string | undefined) {
-    super(
-      "entry_not_found",
-      `No schedule entry ${JSON.stringify(entry)} in this schedule` +
-        (suggestion === undefined ? "" : `; did you mean ${JSON.stringify(suggestion)}?`) +
-        " Name an entry by its key, its job name (when one entry runs it) or its identity, as `cronledger status` lists them.",
-    );
-    this.entry = entry;
   }
 }
 
@@ -502,5 +544,31 @@ export class DatabaseUnavailableError extends CronledgerError {
   constructor(diagnosis: DatabaseDiagnosis, database: string, cause: unknown) {
     super(diagnosis.problem, `${diagnosis.message} (${database})`, { cause });
     this.persistent = diagnosis.persistent;
+  }
+}
+
+/** An operator named a schedule entry (to pause, resume, trigger or backfill it) that this process's schedule does not have (a typo, or an entry of another deploy). */
+export class EntryNotFoundError extends CronledgerError {
+  readonly entry: string;
+
+  constructor(entry: string, suggestion: string | undefined, known: readonly string[] = []) {
+    super(
+      "entry_not_found",
+      `No schedule entry "${entry}" here.` +
+        (suggestion === undefined ? "" : ` Did you mean "${suggestion}"?`) +
+        ` Name an entry by its key, its job name (when one entry runs it), its identity or its ledger key (\`cronledger status\` lists them)` +
+        (known.length === 0 ? "." : `: ${known.slice(0, 10).join(", ")}${known.length > 10 ? ", ..." : ""}.`),
+    );
+    this.entry = entry;
+  }
+}
+
+/** A backfill that would enqueue more jobs than an operator should start by accident. */
+export class BackfillTooLargeError extends CronledgerError {
+  readonly slots: number;
+
+  constructor(message: string, slots: number) {
+    super("backfill_too_large", message);
+    this.slots = slots;
   }
 }

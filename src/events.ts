@@ -1,7 +1,10 @@
 import type { TickPhase } from "./errors.js";
 
-/** How one attempt of a job ended; `panicked` is a terminal failure, `retry` a failure with another attempt scheduled. */
-export type AttemptStatus = "done" | "retry" | "skip" | "noop" | "panicked";
+/**
+ * How one attempt of a job ended; `panicked` is a terminal failure, `retry` a failure with another attempt
+ * scheduled, `cancelled` a running job an operator asked to stop whose handler returned (not a failure).
+ */
+export type AttemptStatus = "done" | "retry" | "skip" | "noop" | "panicked" | "cancelled";
 
 /** One entry's slot as a pass saw it. */
 export interface SlotOutcome {

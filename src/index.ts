@@ -9,7 +9,7 @@ export type { WaitingForWorker } from "./operators/operations.js";
 export { ENTRY_STATES, entryHealth, lateToleranceMs } from "./status/health.js";
 export type { EntryHealth, HealthInput } from "./status/health.js";
 export type { InvalidEntriesMode } from "./options.js";
-export type { CancelledJob, EntryPauseResult, RetryingJob } from "./operators/operations.js";
+export type { CancelledJob, CancelRequest, EntryPauseResult, RetryingJob } from "./operators/operations.js";
 export type { RetryOverride } from "./jobs/retry-override.js";
 export { defineConfig } from "./config.js";
 export type { CronledgerConfig } from "./config.js";
@@ -32,6 +32,8 @@ export type { NamedScheduleEntry, ScheduleEntry, TypedScheduleEntry } from "./sc
 export { loadSchedule, validateSchedule } from "./schedule/validate.js";
 export type { ResolvedEntry } from "./schedule/validate.js";
 export { slotCalendar } from "./schedule/slot-calendar.js";
+export { BACKFILL_CAP, BACKFILL_LIMIT } from "./schedule/backfill.js";
+export type { BackfilledSlot, BackfillOptions, BackfillResult } from "./schedule/backfill.js";
 export type { SlotCalendar } from "./schedule/slot-calendar.js";
 export type { SkipReason, SlotOutcome, TickReport } from "./events.js";
 export type { TickOptions } from "./schedule/pass.js";
@@ -50,6 +52,8 @@ export type { CancelledDocument, ErrorDocument, FailureDocument, FailuresDocumen
 export { preflightDocument, tickDocument } from "./wire/commands.js";
 export { entryPauseDocument } from "./wire/entries.js";
 export type { EntryPauseDocument } from "./wire/entries.js";
+export { backfillDocument } from "./wire/backfill.js";
+export type { BackfillDocument, BackfillSlotDocument } from "./wire/backfill.js";
 export type { PreflightDocument, PreflightProblemDocument, SlotDocument, TickDocument } from "./wire/commands.js";
 export { renderSchedulePage } from "./admin/page.js";
 export type { SchedulePageExtras } from "./admin/page.js";
@@ -70,8 +74,11 @@ export {
   InvalidFailureFilterError,
   InvalidStoredJobError,
   InvalidTimezoneError,
-  JobNotCancellableError,
+  BackfillTooLargeError,
   EntryNotFoundError,
+  JobCancelledError,
+  JobKilledError,
+  JobNotCancellableError,
   JobNotFailedError,
   JobNotFoundError,
   JobNotRegisteredError,

@@ -14,3 +14,9 @@ export function boundKey(key: string): string {
   const digest = createHash("sha256").update(key).digest("hex");
   return `${key.slice(0, MAX_KEY_LENGTH - DIGEST_LENGTH - 1)}~${digest}`;
 }
+
+/**
+ * The start of every backfilled job's idempotency key (src/schedule/identity.ts): it keeps two
+ * backfills of one slot apart in `job_keys`, and tells a handler its run was backfilled (`ctx.schedule.backfilled`).
+ */
+export const BACKFILL_KEY_PREFIX = "backfill:";

@@ -9,6 +9,7 @@ import type { CronledgerHooks } from "./events.js";
 import { isJobDefinition, type JobDefinition } from "./jobs/define-job.js";
 import { maxPayloadBytesSchema } from "./jobs/payload-limit.js";
 import { DEFAULT_LEASE_MS } from "./jobs/work-options.js";
+import { DEFAULT_STOP_GRACE_MS } from "./jobs/worker.js";
 import type { Logger } from "./log.js";
 import { duration, object, parseOptions, positiveInteger, type Check, type OptionShape, type Takes } from "./option-schema.js";
 import { choresSchema, type ChoresSetting } from "./runtime/chore-options.js";
@@ -55,6 +56,12 @@ export interface CronledgerOptions {
   readonly chores?: ChoresSetting;
   /** A running job without a heartbeat for this long is reaped; default 30 s. Heartbeats go every lease/3. */
   readonly lease?: Duration;
+  /**
+   * How long a handler asked to stop (`cancelJob` on a running job) may run
+   * on after its `ctx.signal` is aborted before its job is failed as killed
+   * (not retried); default 30 s. Reported with every stop request.
+   */
+  readonly stopGrace?: Duration;
   /**
    * Largest payload, in bytes of its stored JSON, that enqueue, enqueueMany and
    * schedule entries accept; default 1 MiB (1048576). Larger ones are refused
@@ -166,6 +173,7 @@ const cronledgerShape = {
     .optional(),
   chores: choresSchema,
   lease: duration("lease").default(DEFAULT_LEASE_MS),
+  stopGrace: duration("stopGrace").default(DEFAULT_STOP_GRACE_MS),
   maxPayloadBytes: maxPayloadBytesSchema,
   invalidEntries: z.enum(["quarantine", "fail"], { error: 'must be "quarantine" (run the valid entries, show the invalid ones as broken) or "fail" (throw)' }).default(DEFAULT_INVALID_ENTRIES),
   catchUpWindow: duration("catchUpWindow").optional(),
@@ -188,6 +196,7 @@ const cronledgerSchema = z.strictObject(cronledgerShape).transform((parsed) => (
   metrics: parsed.metrics ?? {},
   chores: parsed.chores,
   leaseMs: parsed.lease,
+  stopGraceMs: parsed.stopGrace,
   maxPayloadBytes: parsed.maxPayloadBytes,
   invalidEntries: parsed.invalidEntries,
   /** Undefined: entries without their own window get DEFAULT_CATCH_UP_WINDOW_MS (src/schedule/validate.ts). */

@@ -53,7 +53,7 @@ describe("createMetrics", () => {
     expect(exposition.value("cronledger_job_duration_seconds_count", { job_type: "email.send" })).toBe(0);
     expect(exposition.samples.some((sample) => sample.name === "cronledger_job_duration_seconds_bucket" && sample.labels.job_type === "reports.rollup")).toBe(true);
     const statuses = exposition.samples.filter((sample) => sample.name === "cronledger_jobs_total" && sample.labels.job_type === "email.send");
-    expect(statuses.map((sample) => sample.labels.status).sort()).toEqual(["done", "noop", "panicked", "retry", "skip", "started"]);
+    expect(statuses.map((sample) => sample.labels.status).sort()).toEqual(["cancelled", "done", "noop", "panicked", "retry", "skip", "started"]);
     const outcomes = exposition.samples.filter((sample) => sample.name === "cronledger_schedule_slots_total").map((sample) => sample.labels.outcome);
     expect(outcomes.sort()).toEqual(["enqueued", "locked", "lost_race", "quarantined", "repaired", "set_aside", "skipped_overlap", "skipped_paused", "skipped_stale"]);
     expect(exposition.value("cronledger_init_failure")).toBe(0);

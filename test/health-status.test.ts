@@ -3,7 +3,7 @@ import { Registry } from "prom-client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createCronledger, type Cronledger } from "../src/cronledger.js";
 import { query } from "../src/db/connection.js";
-import { claimJobs } from "../src/db/sql/jobs.js";
+import { claimJobs, completeJobs } from "../src/db/sql/jobs.js";
 import { InvalidArgumentError, JobNotCancellableError, JobNotFoundError, NonRetryableError } from "../src/errors.js";
 import { defineJob, skip } from "../src/jobs/define-job.js";
 import { silentLogger } from "../src/log.js";
@@ -155,13 +155,21 @@ describe("operator actions", () => {
     expect(byJob((await ledger.status({ now: at(5 * MINUTE) })).entries, flaky.name)?.latestRun?.kind).toBe("cancelled");
   });
 
-  it("refuses to cancel a running or finished job, and says so", async () => {
+  it("asks a running job to stop (once: the first request stands); a retry it asks for then ends it cancelled; refuses a finished job", async () => {
     const job = await ledger.enqueue(ping, {}, { queue: "hold" });
     const [claimed] = await claimJobs(ledger.database.db, { workerId: "test-holder", queues: ["hold"], jobNames: [ping.name], limit: 1 });
     expect(claimed?.id).toBe(job.id);
-    await expect(ledger.cancelJob(job.id)).rejects.toBeInstanceOf(JobNotCancellableError);
-    await expect(ledger.cancelJob(job.id)).rejects.toThrow(/is running; only a queued job/);
+    const asked = await ledger.cancelJob(job.id, { by: "test", reason: "runaway" });
+    expect(asked).toMatchObject({ was: "running", cancelled: true, stop: { requestedBy: "test", reason: "runaway", graceMs: 30_000 } });
+    const again = await ledger.cancelJob(job.id);
+    expect(again).toMatchObject({ was: "stopping", cancelled: false, stop: { requestedBy: "test", reason: "runaway" } });
+    // Its worker (here, a hand-written completion) asks for a retry: a job asked to stop is never queued again.
+    await completeJobs(ledger.database.db, "test-holder", [{ id: job.id, status: "queued", outcome: null, error: "aborted", delayMs: 0, returned: false }]);
+    const [ended] = await query<{ status: string; attempts: number }>(ledger.database.db, sql`select status, attempts from cronledger.jobs where id = ${job.id}`);
+    expect(ended).toEqual({ status: "cancelled", attempts: 1 });
+    await expect(ledger.cancelJob(job.id)).resolves.toMatchObject({ was: "cancelled", cancelled: false });
     const [failed] = (await ledger.failures({ jobType: broken.name })).failures;
+    await expect(ledger.cancelJob(failed?.id ?? 0)).rejects.toBeInstanceOf(JobNotCancellableError);
     await expect(ledger.cancelJob(failed?.id ?? 0)).rejects.toThrow(/is failed/);
     await expect(ledger.cancelJob(987_654_321)).rejects.toBeInstanceOf(JobNotFoundError);
   });

@@ -101,7 +101,7 @@ describe("one wire format for the CLI's --json and the HTTP API", () => {
     const job = await ledger.enqueue(yearly, {}, { runAt: new Date("2099-01-01T00:00:00Z") });
     const printed = await cli("cancel", String(job.id));
     const served = (await (await get(`/admin/scheduler/jobs/${job.id}/cancel`, { method: "POST" })).json()) as Record<string, unknown>;
-    expect(printed).toEqual({ version: 1, id: job.id, job_type: yearly.name, was: "queued", attempts: 0, max_attempts: 5, cancelled: true });
+    expect(printed).toEqual({ version: 1, id: job.id, job_type: yearly.name, was: "queued", attempts: 0, max_attempts: 5, cancelled: true, stop: null });
     expect(served).toEqual({ ...printed, was: "cancelled", cancelled: false });
   });
 

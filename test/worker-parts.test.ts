@@ -38,6 +38,7 @@ describe("completions", () => {
     [{ kind: "succeeded", id: 1, outcome: "noop" }, "noop", "noop", "succeeded", false],
     [{ kind: "retry", id: 1, error: "boom", delayMs: 30 }, "retry", "retried", "queued", false],
     [{ kind: "failed", id: 1, error: "boom" }, "panicked", "failed", "failed", false],
+    [{ kind: "cancelled", id: 1, error: "asked to stop" }, "cancelled", "cancelled", "cancelled", false],
     [{ kind: "returned", id: 1 }, null, "returned", "queued", true],
   ];
 

@@ -1,7 +1,7 @@
 import { createHash, timingSafeEqual } from "node:crypto";
 import { ConfigError, CronledgerError, ERROR_HTTP_STATUS, InvalidFailureFilterError } from "../errors.js";
 import type { FailureFilter, FailurePage } from "../operators/failures.js";
-import type { CancelledJob, RetryingJob } from "../operators/operations.js";
+import type { CancelRequest, CancelledJob, RetryingJob } from "../operators/operations.js";
 import type { RetriedJob } from "../operators/retry-failed.js";
 import type { Logger } from "../log.js";
 import { logFailure } from "../db/log-failure.js";
@@ -25,7 +25,7 @@ export interface AdminLedger extends EntryActionsLedger {
   status(options?: StatusOptions): Promise<SchedulerStatus>;
   failures(filter?: FailureFilter): Promise<FailurePage>;
   retryJob(id: number): Promise<RetriedJob>;
-  cancelJob(id: number): Promise<CancelledJob>;
+  cancelJob(id: number, request?: CancelRequest): Promise<CancelledJob>;
   /** Jobs waiting for a retry, soonest first. */
   retrying(options?: { limit?: number }): Promise<RetryingJob[]>;
 }
@@ -131,7 +131,7 @@ function pageView(params: URLSearchParams): { state: EntryState | null; page: nu
   } else if (id("job") !== null && (params.get("refused") === "cancel" || params.get("refused") === "retry")) {
     const code = params.get("code") ?? "";
     const why: Readonly<Record<string, string>> = {
-      job_not_cancellable: "it is no longer waiting to run (it started, or already finished)",
+      job_not_cancellable: "it already finished",
       job_not_failed: "it is not a failed job",
       job_not_found: "it does not exist any more",
     };
@@ -141,10 +141,30 @@ function pageView(params: URLSearchParams): { state: EntryState | null; page: nu
     notice =
       was === "cancelled"
         ? `Job #${cancelled} was already cancelled; nothing changed.`
-        : `Job #${cancelled} cancelled${was === "retrying" ? " while it waited for a retry" : ""}: it will not run.`;
+        : was === "running"
+          ? `Job #${cancelled} asked to stop: its worker aborts its signal, and it ends cancelled when its handler returns.`
+          : was === "stopping"
+            ? `Job #${cancelled} had already been asked to stop; the first request stands.`
+            : `Job #${cancelled} cancelled${was === "retrying" ? " while it waited for a retry" : ""}: it will not run.`;
   }
   notice ??= entryActionNotice(params);
   return { state, page: Number.isInteger(page) && page >= 1 ? page : 1, notice };
+}
+
+/** Longest stop reason kept: it is shown on the page and read by the handler, not a document store. */
+const MAX_REASON_LENGTH = 500;
+
+/** The `reason` of a cancel: a form field from the page, or a JSON body's `reason`; none when absent or unreadable. */
+async function cancelReason(request: Request): Promise<{ reason?: string }> {
+  const type = request.headers.get("content-type") ?? "";
+  let value: unknown;
+  try {
+    if (type.includes("application/x-www-form-urlencoded") || type.includes("multipart/form-data")) value = (await request.formData()).get("reason");
+    else if (type.includes("application/json")) value = ((await request.json()) as { reason?: unknown } | null)?.reason;
+  } catch {
+    return {};
+  }
+  return typeof value === "string" && value.trim() !== "" ? { reason: value.trim().slice(0, MAX_REASON_LENGTH) } : {};
 }
 
 function failureFilter(params: URLSearchParams): FailureFilter {
@@ -244,8 +264,8 @@ export function createAdminHandler(ledger: AdminLedger, options: AdminHandlerOpt
         new Response(null, { status: 303, headers: { ...BASE_HEADERS, location: `../../../scheduler?${query}#${anchor}` } });
       try {
         if (verb === "cancel") {
-          const cancelled = await ledger.cancelJob(Number(id));
-          if (fromPage) return backToPage(`cancelled=${cancelled.id}&was=${cancelled.was}`, "retrying");
+          const cancelled = await ledger.cancelJob(Number(id), { by: "admin", ...(await cancelReason(request)) });
+          if (fromPage) return backToPage(`cancelled=${cancelled.id}&was=${cancelled.was}`, cancelled.stop === null ? "retrying" : "running");
           return json(200, cancelledDocument(cancelled));
         }
         const retried = await ledger.retryJob(Number(id));

@@ -7,7 +7,7 @@ import type { SchedulerStatus } from "../status/model.js";
 /** The `job_type` of jobs this process has no definition for: one value, so label cardinality stays bounded. */
 export const OTHER_JOB_TYPE = "_other";
 
-export const JOB_STATUS_LABELS = ["started", "done", "retry", "skip", "panicked", "noop"] as const;
+export const JOB_STATUS_LABELS = ["started", "done", "retry", "skip", "panicked", "noop", "cancelled"] as const;
 export type JobStatusLabel = (typeof JOB_STATUS_LABELS)[number];
 export const SLOT_OUTCOME_LABELS = ["enqueued", "lost_race", "skipped_stale", "skipped_paused", "skipped_overlap", "quarantined", "set_aside", "locked", "repaired"] as const satisfies readonly SlotOutcomeLabel[];
 export const PRUNED_TABLES = ["schedule_state", "jobs"] as const;
@@ -89,7 +89,7 @@ export function createMetrics(options: MetricsOptions): CronledgerMetrics {
   const jobsTotal = shared(registry, "cronledger_jobs_total", Counter, () =>
     new Counter({
       name: "cronledger_jobs_total",
-      help: "Job attempts by job type and status: started, then one of done, retry, skip, noop or panicked (terminal failure).",
+      help: "Job attempts by job type and status: started, then one of done, retry, skip, noop, panicked (terminal failure) or cancelled (stopped as an operator asked).",
       labelNames: ["job_type", "status"] as const,
       registers,
     }),

@@ -5,6 +5,7 @@ import { CronledgerError } from "../errors.js";
 import { closest } from "../suggest.js";
 import { parseArgs, UsageError } from "./args.js";
 import type { CliIO, Command } from "./command.js";
+import { backfill } from "./commands/backfill.js";
 import { cancel } from "./commands/cancel.js";
 import { failures } from "./commands/failures.js";
 import { migrate } from "./commands/migrate.js";
@@ -15,7 +16,7 @@ import { tick } from "./commands/tick.js";
 import { worker } from "./commands/worker.js";
 import { commandHelp, mainHelp } from "./help.js";
 
-export const COMMANDS: readonly Command[] = [preflight, migrate, worker, status, failures, cancel, pause, resume, tick];
+export const COMMANDS: readonly Command[] = [preflight, migrate, worker, status, failures, cancel, pause, resume, backfill, tick];
 
 /** How long the process may linger after a command finished, e.g. on a pool a config file opened, before it is ended. */
 const EXIT_GRACE_MS = 2_000;

@@ -1,4 +1,5 @@
 import type { z } from "zod";
+import { BACKFILL_KEY_PREFIX } from "../keys.js";
 import { childLogger, type Logger } from "../log.js";
 import type { JobContext, JobDefinition, JobResult, JobSchedule } from "./define-job.js";
 import type { EnqueuedJob, Enqueuer, EnqueueRequest, JobReference } from "./define-job.js";
@@ -12,6 +13,8 @@ export interface AttemptInput {
   readonly scheduledFor: Date | null;
   /** The job's `schedule_key`; null for enqueued jobs. */
   readonly scheduleKey: string | null;
+  /** The job's idempotency key: a backfilled run's starts with BACKFILL_KEY_PREFIX. */
+  readonly idempotencyKey: string | null;
 }
 
 /** What every attempt of a worker shares: its logger, the enqueuer behind `ctx.enqueue`, and the loaded entries by ledger key. */
@@ -34,8 +37,11 @@ export class Attempt implements JobContext {
   readonly maxAttempts: number;
   readonly scheduledFor: Date | null;
   private readonly scheduleKey: string | null;
+  private readonly idempotencyKey: string | null;
   /** Why the worker ended this attempt; undefined while it may run on. */
   abortReason: unknown;
+  /** Set when an operator asked the job to stop: its signal is aborted with it, and the handler's return ends the job cancelled. */
+  stopReason: unknown;
   private aborted = false;
   private controller: AbortController | undefined;
   private logger: Logger | undefined;
@@ -51,12 +57,19 @@ export class Attempt implements JobContext {
     this.maxAttempts = input.maxAttempts;
     this.scheduledFor = input.scheduledFor;
     this.scheduleKey = input.scheduleKey;
+    this.idempotencyKey = input.idempotencyKey;
   }
 
   get schedule(): JobSchedule | null {
     if (this.scheduleKey === null || this.scheduledFor === null) return null;
     const entry = this.services.entryOf(this.scheduleKey);
-    return { key: this.scheduleKey, identity: entry?.identity ?? null, entryKey: entry?.entryKey ?? null, slot: this.scheduledFor };
+    return {
+      key: this.scheduleKey,
+      identity: entry?.identity ?? null,
+      entryKey: entry?.entryKey ?? null,
+      slot: this.scheduledFor,
+      backfilled: this.idempotencyKey?.startsWith(BACKFILL_KEY_PREFIX) ?? false,
+    };
   }
 
   /** Enqueues a follow-up job; `{ db: tx }` writes it in the handler's own transaction. */
@@ -72,6 +85,7 @@ export class Attempt implements JobContext {
     if (this.controller === undefined) {
       this.controller = new AbortController();
       if (this.aborted) this.controller.abort(this.abortReason);
+      else if (this.stopReason !== undefined) this.controller.abort(this.stopReason);
     }
     return this.controller.signal;
   }
@@ -93,6 +107,16 @@ export class Attempt implements JobContext {
     this.abortReason = reason;
     this.controller?.abort(reason);
     this.rejectRun?.(reason);
+  }
+
+  /**
+   * Asks the handler to stop: aborts its signal with `reason` and lets it
+   * return in its own time (unlike abort(), the run is not settled here).
+   */
+  stop(reason: unknown): void {
+    if (this.aborted || this.stopReason !== undefined) return;
+    this.stopReason = reason;
+    this.controller?.abort(reason);
   }
 
   /** Runs the handler after the current task, so the worker has recorded the attempt as active first. */

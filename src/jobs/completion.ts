@@ -14,6 +14,8 @@ export type Completion =
   | { readonly kind: "retry"; readonly id: number; readonly error: string; readonly delayMs: number }
   /** Failed for good: the row is the failure ticket. */
   | { readonly kind: "failed"; readonly id: number; readonly error: string }
+  /** Stopped on an operator's request: the handler returned after its signal was aborted; never retried, not a failure. */
+  | { readonly kind: "cancelled"; readonly id: number; readonly error: string }
   /** Handed back unfinished by a shutdown: queued again at once, the interrupted attempt not counted. */
   | { readonly kind: "returned"; readonly id: number };
 
@@ -29,10 +31,12 @@ export interface WorkSummary {
   failed: number;
   /** Jobs handed back to the queue unfinished by a shutdown, their attempt not counted. */
   returned: number;
+  /** Running jobs an operator asked to stop whose handler then returned: ended cancelled. */
+  cancelled: number;
 }
 
 export function emptySummary(): WorkSummary {
-  return { claimed: 0, succeeded: 0, skipped: 0, noop: 0, retried: 0, failed: 0, returned: 0 };
+  return { claimed: 0, succeeded: 0, skipped: 0, noop: 0, retried: 0, failed: 0, returned: 0, cancelled: 0 };
 }
 
 /** The attempt's status for events and metrics; null for a job handed back (no attempt ended). */
@@ -42,6 +46,8 @@ export function attemptStatus(completion: Completion): AttemptStatus | null {
       return "panicked";
     case "retry":
       return "retry";
+    case "cancelled":
+      return "cancelled";
     case "returned":
       return null;
     case "succeeded":
@@ -55,6 +61,7 @@ const SUMMARY_FIELD: Readonly<Record<AttemptStatus | "returned", keyof WorkSumma
   noop: "noop",
   retry: "retried",
   panicked: "failed",
+  cancelled: "cancelled",
   returned: "returned",
 };
 
@@ -73,6 +80,8 @@ export function completionRow(completion: Completion): CompletionRow {
       return { ...base, status: "queued", error: completion.error, delayMs: completion.delayMs };
     case "failed":
       return { ...base, status: "failed", error: completion.error };
+    case "cancelled":
+      return { ...base, status: "cancelled", error: completion.error };
     case "returned":
       return { ...base, status: "queued", returned: true };
   }

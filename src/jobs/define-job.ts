@@ -16,6 +16,8 @@ export interface JobSchedule {
   readonly entryKey: string | null;
   /** The slot this run is for. */
   readonly slot: Date;
+  /** True for a run an operator backfilled (`ledger.backfill`, `cronledger backfill`), false for one the ticker fired. */
+  readonly backfilled: boolean;
 }
 
 /** What a handler sees besides its payload. */
@@ -29,7 +31,10 @@ export interface JobContext extends Enqueuer {
   readonly scheduledFor: Date | null;
   /** The schedule entry and slot that produced this job; null for enqueued jobs. */
   readonly schedule: JobSchedule | null;
-  /** Aborted on timeout and on shutdown past the grace period: pass it to fetch() and friends. */
+  /**
+   * Aborted on timeout, on shutdown past the grace period, and when an operator asks the running job to stop
+   * (`cancelJob`): then its `reason` is a JobCancelledError saying who and why. Pass it to fetch() and friends.
+   */
   readonly signal: AbortSignal;
   readonly log: Logger;
 }

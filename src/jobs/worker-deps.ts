@@ -1,6 +1,7 @@
 import type { Database } from "../db/connection.js";
 import type { DatabaseHealth } from "../db/health.js";
-import { claimJobs, completeJobs, heartbeatJobs, JOBS_CHANNEL, type ClaimedJob, type ClaimRequest, type CompletionRow } from "../db/sql/jobs.js";
+import { claimJobs, completeJobs, heartbeatJobs, JOBS_CHANNEL, type ClaimedJob, type ClaimRequest, type CompletionRow, type HeartbeatAnswer } from "../db/sql/jobs.js";
+import { CANCEL_CHANNEL } from "../db/sql/operators.js";
 import { unregisterWorker, type WorkerRegistration } from "../db/sql/workers.js";
 import type { CronledgerEvents } from "../events.js";
 import type { Logger } from "../log.js";
@@ -9,8 +10,8 @@ import type { JobDefinition } from "./define-job.js";
 
 /**
  * What a worker asks of the database, and nothing else: claim, complete,
- * heartbeat (which also registers it), unregister, and the wake-ups of
- * LISTEN. The worker is given one (src/jobs/worker.ts); `workerStore` is
+ * heartbeat (which also registers it and brings stop requests), unregister,
+ * and the wake-ups and stop requests of LISTEN. The worker is given one (src/jobs/worker.ts); `workerStore` is
  * the one over cronledger's connection and the statements of
  * src/db/sql/jobs.ts and workers.ts.
  */
@@ -19,12 +20,14 @@ export interface WorkerStore {
   claim(request: ClaimRequest): Promise<ClaimedJob[]>;
   /** Writes a batch of finished attempts. */
   complete(workerId: string, rows: readonly CompletionRow[], now?: Date): Promise<void>;
-  /** Registers the worker (or refreshes its row) and the heartbeats of `ids`; resolves with the ids it still holds. */
-  heartbeat(worker: WorkerRegistration, ids: readonly number[]): Promise<Set<number>>;
+  /** Registers the worker (or refreshes its row) and the heartbeats of `ids`; resolves with the ids it still holds and their stop requests. */
+  heartbeat(worker: WorkerRegistration, ids: readonly number[]): Promise<HeartbeatAnswer>;
   /** Takes a stopped worker out of the registry. */
   unregister(workerId: string): Promise<void>;
   /** Calls `onReady(queue)` whenever a queue gains ready jobs (LISTEN/NOTIFY); resolves with the way to stop. */
   listen(onReady: (queue: string) => void): Promise<() => Promise<void>>;
+  /** Calls `onStop(id)` whenever a running job is asked to stop (cancelJob's NOTIFY); resolves with the way to stop listening. */
+  listenForStops(onStop: (jobId: number) => void): Promise<() => Promise<void>>;
 }
 
 export function workerStore(database: Database): WorkerStore {
@@ -35,6 +38,7 @@ export function workerStore(database: Database): WorkerStore {
     heartbeat: (worker, ids) => heartbeatJobs(db, worker, ids),
     unregister: (workerId) => unregisterWorker(db, workerId),
     listen: (onReady) => database.listen(JOBS_CHANNEL, onReady),
+    listenForStops: (onStop) => database.listen(CANCEL_CHANNEL, (payload) => onStop(Number(payload))),
   };
 }
 

@@ -6,7 +6,18 @@ import { randomBytes } from "node:crypto";
 import { hostname } from "node:os";
 import { Backoff } from "../backoff.js";
 import type { ClaimedJob } from "../db/sql/jobs.js";
-import { InvalidArgumentError, InvalidStoredJobError, JobNotRegisteredError, JobTimeoutError, LeaseLostError, NonRetryableError, WorkerShutdownError } from "../errors.js";
+import {
+  InvalidArgumentError,
+  InvalidStoredJobError,
+  JobCancelledError,
+  JobKilledError,
+  JobNotRegisteredError,
+  JobTimeoutError,
+  LeaseLostError,
+  NonRetryableError,
+  WorkerShutdownError,
+  type StopRequest,
+} from "../errors.js";
 import { retryCapMs } from "../db/diagnose.js";
 import { logFailure } from "../db/log-failure.js";
 import { childLogger, type Logger } from "../log.js";
@@ -38,7 +49,16 @@ export interface WorkerSettings extends Omit<ResolvedWorkOptions, "queues" | "le
    * jobs can keep the reaper from running.
    */
   readonly chores?: { readonly queue: string; readonly jobNames: readonly string[] } | undefined;
+  /**
+   * How long a handler asked to stop (cancelJob on a running job) may run on
+   * after its signal is aborted before its job is failed as killed; default
+   * DEFAULT_STOP_GRACE_MS (createCronledger's `stopGrace`).
+   */
+  readonly stopGraceMs?: number;
 }
+
+/** A handler asked to stop gets this long to return before its job is failed as killed (docs/decisions.md, "Stopping a running job"). */
+export const DEFAULT_STOP_GRACE_MS = 30_000;
 
 /**
  * Claims that fail retry after 100 ms doubling to this, so a worker claims again within about a second of the
@@ -116,6 +136,9 @@ export class Worker {
   private pollTimer: NodeJS.Timeout | undefined;
   private readonly retryWakes = new RetryWakes(() => this.wake());
   private unlisten: (() => Promise<void>) | undefined;
+  private unlistenStops: (() => Promise<void>) | undefined;
+  /** Jobs asked to stop: the timer that fails each as killed if its handler has not returned by the end of the stop grace. */
+  private readonly killTimers = new Map<number, NodeJS.Timeout>();
   private readonly drained = deferred();
   private readonly hurried = deferred();
   private stopPromise: Promise<WorkSummary> | undefined;
@@ -149,6 +172,7 @@ export class Worker {
         held: () => [...this.active.keys(), ...this.buffer.map((job) => job.id)],
         beat: (ids) => deps.store.heartbeat(this.registration, ids),
         lost: (ids) => this.lost(ids),
+        stopRequested: (requests) => this.stopRequested(requests),
         health: deps.health,
         logger: this.log,
       },
@@ -168,6 +192,14 @@ export class Worker {
         });
       } catch (error) {
         logFailure(this.log, "warn", "LISTEN failed; relying on polling until the next start", {}, error);
+      }
+      try {
+        // A stop request for a job this worker runs: beat now, which brings the request (who, why) with it.
+        this.unlistenStops = await this.deps.store.listenForStops((jobId) => {
+          if (this.active.has(jobId)) void this.heartbeats.beatNow();
+        });
+      } catch (error) {
+        logFailure(this.log, "warn", "LISTEN for stop requests failed; running jobs asked to stop learn it at their heartbeat (lease/3)", {}, error);
       }
       this.pollTimer = setInterval(() => {
         this.choresWanted = true;
@@ -341,6 +373,7 @@ export class Worker {
         maxAttempts: job.maxAttempts,
         scheduledFor: job.scheduledForMs === null ? null : new Date(job.scheduledForMs),
         scheduleKey: job.scheduleKey,
+        idempotencyKey: job.idempotencyKey,
       },
       this.deps.attempts,
     );
@@ -359,10 +392,18 @@ export class Worker {
     const timeout = setTimeout(() => attempt.abort(new JobTimeoutError(job.jobName, definition.timeoutMs)), definition.timeoutMs);
     try {
       const result = await attempt.run(definition, parsed.data);
+      if (attempt.stopReason !== undefined) return { kind: "cancelled", id: job.id, error: redactError(attempt.stopReason) };
       const outcome = result && typeof result === "object" && (result.outcome === "skip" || result.outcome === "noop") ? result.outcome : null;
       return { kind: "succeeded", id: job.id, outcome };
     } catch (error) {
+      // A hand-back of a job asked to stop ends it cancelled all the same (the completion statement sees the request).
       if (attempt.abortReason instanceof WorkerShutdownError) return { kind: "returned", id: job.id };
+      if (attempt.stopReason !== undefined) {
+        // Returned (or threw) in its own time: cancelled. Given up on (the stop grace or its timeout ran out): killed, never retried.
+        if (!attempt.isAborted) return { kind: "cancelled", id: job.id, error: redactError(attempt.stopReason) };
+        const killed = attempt.abortReason instanceof JobKilledError ? attempt.abortReason : new JobKilledError(attempt.stopReason as JobCancelledError);
+        return { kind: "failed", id: job.id, error: redactError(killed) };
+      }
       return this.failure(job, definition, attempt.isAborted ? attempt.abortReason : error);
     } finally {
       clearTimeout(timeout);
@@ -393,6 +434,8 @@ export class Worker {
     if (entry === undefined) return;
     this.active.delete(job.id);
     this.chores.delete(job.id);
+    clearTimeout(this.killTimers.get(job.id));
+    this.killTimers.delete(job.id);
     if (entry.attempt.abortReason instanceof LeaseLostError) return;
     count(this.summary, completion);
     const status = attemptStatus(completion);
@@ -411,6 +454,9 @@ export class Worker {
     } else if (completion.kind === "failed") {
       this.deps.events.jobFinished({ ...base, error: completion.error });
       this.log.error("job failed terminally", { ...attemptFields, registered: definition !== undefined, error: completion.error });
+    } else if (completion.kind === "cancelled") {
+      this.deps.events.jobFinished(base);
+      this.log.info("job stopped as asked: cancelled", attemptFields);
     } else {
       this.deps.events.jobFinished(base);
     }
@@ -438,12 +484,47 @@ export class Worker {
     }
   }
 
+  /**
+   * Running jobs an operator asked to stop (NOTIFY, then the heartbeat that
+   * brings who and why; or a heartbeat alone): their signal is aborted with
+   * a JobCancelledError, and a handler that has not returned when the stop
+   * grace runs out is given up on, its job failed as killed. Repeats of a
+   * request already acted on change nothing.
+   */
+  private stopRequested(requests: readonly StopRequest[]): void {
+    const graceMs = this.settings.stopGraceMs ?? DEFAULT_STOP_GRACE_MS;
+    for (const request of requests) {
+      const entry = this.active.get(request.jobId);
+      if (entry === undefined || entry.attempt.stopReason !== undefined || entry.attempt.isAborted) continue;
+      const reason = new JobCancelledError(request, graceMs);
+      this.log.info("stopping a running job as asked; aborting its signal", {
+        job: entry.job.jobName,
+        jobId: request.jobId,
+        requestedBy: request.requestedBy,
+        reason: request.reason,
+        killAt: new Date(Date.now() + graceMs).toISOString(),
+      });
+      entry.attempt.stop(reason);
+      this.killTimers.set(
+        request.jobId,
+        setTimeout(() => {
+          this.killTimers.delete(request.jobId);
+          this.log.warn("a job asked to stop ignored its signal for the stop grace; failing it as killed", { job: entry.job.jobName, jobId: request.jobId, graceMs });
+          entry.attempt.abort(new JobKilledError(reason));
+        }, graceMs),
+      );
+    }
+  }
+
   private async shutdown(gracePeriodMs: number): Promise<WorkSummary> {
     this.stopping = true;
     this.stopTimers();
     const unlisten = this.unlisten;
     this.unlisten = undefined;
     await unlisten?.().catch(() => {});
+    const unlistenStops = this.unlistenStops;
+    this.unlistenStops = undefined;
+    await unlistenStops?.().catch(() => {});
     for (const job of this.buffer.splice(0)) this.handBack(job);
     await Promise.all(this.claims);
 
@@ -480,6 +561,8 @@ export class Worker {
 
   private stopTimers(): void {
     clearInterval(this.pollTimer);
+    for (const timer of this.killTimers.values()) clearTimeout(timer);
+    this.killTimers.clear();
     clearTimeout(this.claimRetryTimer);
     this.retryWakes.clear();
   }

@@ -2,7 +2,7 @@ import type { Database } from "../db/connection.js";
 import { reapStaleJobs, type ReapCounts } from "../db/sql/jobs.js";
 import { ensureHistoryPartitions, pruneHistory } from "../db/sql/partitions.js";
 import { pauseEntry, resumeEntry } from "../db/sql/ledger.js";
-import { cancelQueuedJob, entryRuns, jobCounts, readyJobStats, retryingJobs, type EntryRunRow } from "../db/sql/operators.js";
+import { cancelJob, entryRuns, jobCounts, readyJobStats, retryingJobs, type EntryRunRow } from "../db/sql/operators.js";
 import { failUnregisteredJobs, jobsWaitingForWorker, pruneWorkers } from "../db/sql/workers.js";
 import type { Duration } from "../duration.js";
 import { JobNotCancellableError, JobNotFoundError } from "../errors.js";
@@ -48,13 +48,31 @@ export interface WaitingForWorker {
 export interface CancelledJob {
   readonly id: number;
   readonly jobName: string;
-  /** What the job was doing: waiting for its first run, waiting for a retry, or already cancelled. */
-  readonly was: "queued" | "retrying" | "cancelled";
+  /**
+   * What the job was doing: waiting for its first run, waiting for a retry,
+   * running (now asked to stop), already asked to stop (`stopping`), or
+   * already cancelled.
+   */
+  readonly was: "queued" | "retrying" | "running" | "stopping" | "cancelled";
   /** The attempts it had used, out of its budget. */
   readonly attempts: number;
   readonly maxAttempts: number;
-  /** False when it was already cancelled (a second click): nothing changed. */
+  /** False when this call changed nothing: already cancelled, or already asked to stop (the first request stands). */
   readonly cancelled: boolean;
+  /**
+   * For a running job: the stop request its worker acts on. Its `ctx.signal`
+   * is aborted with a JobCancelledError carrying `requestedBy` and `reason`;
+   * the job ends `cancelled` when the handler returns, or is failed as
+   * killed if it still runs `graceMs` after its worker saw the request.
+   */
+  readonly stop: { readonly requestedAt: Date; readonly requestedBy: string; readonly reason: string | null; readonly graceMs: number } | null;
+}
+
+/** Who cancels, and why: stored with a running job's stop request, and read by its handler from `ctx.signal.reason`. */
+export interface CancelRequest {
+  /** The operator's surface and identity; default "api". */
+  readonly by?: string;
+  readonly reason?: string;
 }
 
 /** A job waiting for its next attempt after a failed one: what an operator may cancel. Never its payload. */
@@ -113,6 +131,8 @@ export interface OperationsOptions {
   readonly retention: ResolvedRetention;
   /** The namespace of the ledger rows an operator's pause writes. */
   readonly namespace: string;
+  /** The stop grace workers give a handler asked to stop (createCronledger's `stopGrace`): reported with each stop request. */
+  readonly stopGraceMs: number;
 }
 
 const entryOf = (entry: EntryRef) => ({ identity: entry.identity, key: entry.key, jobName: entry.jobName });
@@ -147,14 +167,25 @@ export class Operations {
 
   /**
    * Cancels a job that waits to run, for its first attempt or a retry: it
-   * ends `cancelled` and is never claimed. Cancelling a cancelled job changes
-   * nothing and says so; a running or finished job cannot be cancelled.
+   * ends `cancelled` and is never claimed. A running job is asked to stop
+   * (cancelJob in src/db/sql/operators.ts; its worker aborts its signal). A
+   * repeat changes nothing and says so; a finished job cannot be cancelled.
    */
-  async cancel(id: number): Promise<CancelledJob> {
-    const row = await cancelQueuedJob(this.db, id);
+  async cancel(id: number, request: CancelRequest = {}): Promise<CancelledJob> {
+    const by = request.by ?? "api";
+    let row = await cancelJob(this.db, id, { by, reason: request.reason ?? null });
+    // Queued or running in the statement's snapshot, yet neither cancelled nor asked to stop: it was claimed or finished meanwhile; look again.
+    for (let again = 0; again < 3 && row !== undefined && !row.cancelled && row.stop_requested_at_ms === null && (row.status === "queued" || row.status === "running"); again += 1) {
+      row = await cancelJob(this.db, id, { by, reason: request.reason ?? null });
+    }
     if (row === undefined) throw new JobNotFoundError(id);
-    const base = { id, jobName: row.job_name, attempts: row.attempts, maxAttempts: row.max_attempts };
+    const base = { id, jobName: row.job_name, attempts: row.attempts, maxAttempts: row.max_attempts, stop: null };
     if (row.cancelled) return { ...base, was: row.attempts > 0 ? "retrying" : "queued", cancelled: true };
+    if (row.stop_requested_at_ms !== null) {
+      const stop = { requestedAt: new Date(row.stop_requested_at_ms), requestedBy: row.stop_requested_by ?? by, reason: row.stop_reason, graceMs: this.options.stopGraceMs };
+      if (!row.already_stopping) this.options.logger.info("asked a running job to stop", { jobId: id, job: row.job_name, requestedBy: stop.requestedBy, reason: stop.reason });
+      return { ...base, was: row.already_stopping ? "stopping" : "running", cancelled: !row.already_stopping, stop };
+    }
     if (row.status === "cancelled") return { ...base, was: "cancelled", cancelled: false };
     throw new JobNotCancellableError(id, row.status);
   }

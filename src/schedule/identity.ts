@@ -1,4 +1,4 @@
-import { boundKey } from "../keys.js";
+import { BACKFILL_KEY_PREFIX, boundKey } from "../keys.js";
 
 export interface IdentityParts {
   readonly jobName: string;
@@ -20,4 +20,13 @@ export function ledgerKey(namespace: string, identity: string): string {
 /** The scheduled job's idempotency key, `identity @ slot`: a second guard behind the ledger. */
 export function slotIdempotencyKey(namespace: string, identity: string, slotMs: number): string {
   return boundKey(`${namespace}|${identity}@${new Date(slotMs).toISOString()}`);
+}
+
+/**
+ * A backfilled job's idempotency key, `backfill:` + `identity @ slot`: one per (entry, slot), so the
+ * database lets one backfill of a slot insert its job (src/db/sql/backfill.ts). Kept apart from the
+ * ticker's key so a backfilled run can be told from a live one.
+ */
+export function backfillIdempotencyKey(namespace: string, identity: string, slotMs: number): string {
+  return boundKey(`${BACKFILL_KEY_PREFIX}${namespace}|${identity}@${new Date(slotMs).toISOString()}`);
 }

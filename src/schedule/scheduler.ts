@@ -8,6 +8,7 @@ import type { CronledgerEvents, TickReport } from "../events.js";
 import type { JobDefinition } from "../jobs/define-job.js";
 import type { Logger } from "../log.js";
 import type { TickMemory, TickOptions } from "./pass.js";
+import { findEntry, runBackfill, type BackfillOptions, type BackfillResult } from "./backfill.js";
 import { runTick } from "./tick.js";
 import { loadSchedule, resolveSchedule, type ResolvedEntry } from "./validate.js";
 
@@ -181,6 +182,27 @@ export class Scheduler {
     const ledgerKeys = [...new Set([...this.entries, ...this.choreEntries].map((entry) => entry.ledgerKey))].sort();
     const digest = createHash("sha256").update(ledgerKeys.join("\n")).digest("hex");
     return { namespace: this.namespace, digest, ledgerKeys };
+  }
+
+  /**
+   * Enqueues one job per missed slot of entry `name` in a range, or lists
+   * them (`dryRun`): src/schedule/backfill.ts. Never a slot that already has
+   * a job, nor one after the ledger (the ticker's).
+   */
+  async backfill(name: string, options: BackfillOptions): Promise<BackfillResult> {
+    const entry = findEntry(this.entries, name);
+    const result = await runBackfill(this.database.db, this.namespace, entry, options);
+    if (!result.dryRun) {
+      this.logger.info("backfilled an entry's missed slots", {
+        entry: entry.entryKey ?? entry.jobName,
+        from: result.from.toISOString(),
+        to: result.to.toISOString(),
+        enqueued: result.enqueued,
+        existing: result.existing,
+        ahead: result.ahead,
+      });
+    }
+    return result;
   }
 
   /** The database clock and this namespace's ledger rows, by key: one statement. */

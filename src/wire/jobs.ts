@@ -44,12 +44,14 @@ export interface RetriedDocument extends Versioned {
 export interface CancelledDocument extends Versioned {
   readonly id: number;
   readonly job_type: string;
-  /** queued, retrying (waiting for a retry) or cancelled (already: nothing changed). */
+  /** queued, retrying (waiting for a retry), running (now asked to stop), stopping (already asked) or cancelled (already: nothing changed). */
   readonly was: CancelledJob["was"];
   readonly attempts: number;
   readonly max_attempts: number;
-  /** False when it was already cancelled. */
+  /** False when this request changed nothing (already cancelled, or already asked to stop). */
   readonly cancelled: boolean;
+  /** A running job's stop request: who, why, and how long its handler has to return before the job is failed as killed. */
+  readonly stop: { readonly requested_at: string; readonly requested_by: string; readonly reason: string | null; readonly grace_ms: number } | null;
 }
 
 /** An HTTP error: the error's stable code (src/errors.ts) and what to do, in words. */
@@ -99,6 +101,10 @@ export function cancelledDocument(cancelled: CancelledJob): CancelledDocument {
     attempts: cancelled.attempts,
     max_attempts: cancelled.maxAttempts,
     cancelled: cancelled.cancelled,
+    stop:
+      cancelled.stop === null
+        ? null
+        : { requested_at: cancelled.stop.requestedAt.toISOString(), requested_by: cancelled.stop.requestedBy, reason: cancelled.stop.reason, grace_ms: cancelled.stop.graceMs },
   };
 }
 

@@ -1,7 +1,7 @@
 // A job's whole life (insert, claim, completion, heartbeat, reap) in one file, as one reads it; a little over 350 lines.
 import { sql, type SQL } from "drizzle-orm";
 import { alias } from "drizzle-orm/pg-core";
-import { LeaseExpiredError } from "../../errors.js";
+import { LeaseExpiredError, type StopRequest } from "../../errors.js";
 import { jobHistory, jobKeys, jobQueue } from "../../schema.js";
 import { query, type Executor } from "../executor.js";
 import { array, arrayLiteral, clock, epochMs, milliseconds, name, reusable } from "./fragments.js";
@@ -157,6 +157,8 @@ export interface ClaimedJob {
   readonly maxAttempts: number;
   readonly scheduledForMs: number | null;
   readonly scheduleKey: string | null;
+  /** Null for a job enqueued without one; a backfilled run's starts with BACKFILL_KEY_PREFIX (src/keys.ts). */
+  readonly idempotencyKey: string | null;
   /** The retry policy given at enqueue, as JSON; null: the job's own. */
   readonly retryPolicy: string | null;
 }
@@ -255,7 +257,7 @@ function claimStatement(ordinary: boolean, withChores: boolean, fixedClock: bool
           and (select set_config('synchronous_commit', 'off', true)) = 'off'
         returning ${j.id}::float8 as "id", ${j.jobName} as "jobName", ${j.queue} as "queue", ${j.payload}::text as "payload",
           ${j.priority} as "priority", ${epochMs(j.runAt)} as "runAtMs", ${j.attempts} as "attempts", ${j.maxAttempts} as "maxAttempts",
-          ${epochMs(j.scheduledFor)} as "scheduledForMs", ${j.scheduleKey} as "scheduleKey", ${j.retryPolicy}::text as "retryPolicy"`;
+          ${epochMs(j.scheduledFor)} as "scheduledForMs", ${j.scheduleKey} as "scheduleKey", ${j.idempotencyKey} as "idempotencyKey", ${j.retryPolicy}::text as "retryPolicy"`;
   });
 }
 
@@ -329,12 +331,18 @@ function completionStatement(fixedClock: boolean) {
             ${name(q.runAt)} = ${clockNow} + ${milliseconds(sql`${of(3)}::float8`)},
             ${name(q.lockedBy)} = null,
             ${name(q.heartbeatAt)} = null
-          from b where ${j.id} = any(b.again) and ${held}
+          from b where ${j.id} = any(b.again) and ${held} and ${j.cancelRequestedAt} is null
           returning ${j.queue} as queue, ${of(4)}::int as returned
-        ), moved as (
+        ), finished as (
           delete from ${jobQueue} as j using b where ${j.id} = any(b.ended) and ${held}
             ${COMPLETIONS_WAIT_FOR_FLUSH ? sql`` : sql`and (select set_config('synchronous_commit', 'off', true)) = 'off'`}
           returning ${movedToHistory({ status: of(0), outcome: of(1), lastError: sql`coalesce(${of(2)}, ${j.lastError})` })}
+        ), stopped as (
+          -- A job asked to stop is never queued again: a retry or a shutdown's hand-back ends it cancelled (cancelJob, operators.ts).
+          delete from ${jobQueue} as j using b where ${j.id} = any(b.again) and ${held} and ${j.cancelRequestedAt} is not null
+          returning ${movedToHistory({ status: sql`'cancelled'`, outcome: sql`null::text`, lastError: sql`coalesce(${of(2)}, ${j.lastError})` })}
+        ), moved as (
+          select * from finished union all select * from stopped
         ), ${archiveCtes()}
         ${notifyQueues(sql`requeued where returned = 1`)}`;
   });
@@ -343,21 +351,35 @@ function completionStatement(fixedClock: boolean) {
 const completionAtDatabaseClock = completionStatement(false);
 const completionAtFixedClock = completionStatement(true);
 
+/** What a heartbeat learns: the ids this worker still holds, and which of them an operator asked to stop. */
+export interface HeartbeatAnswer {
+  readonly alive: Set<number>;
+  readonly stops: readonly StopRequest[];
+}
+
 /**
  * Refreshes the heartbeat of the given jobs that this worker still holds and
- * returns those ids; a missing id means the reaper took the job back. The
- * same statement refreshes (or restores) the worker's row in the registry
- * (src/db/sql/workers.ts), so it is sent even when the worker holds nothing.
+ * returns those ids; a missing id means the reaper took the job back. With
+ * them come the stop requests on those jobs (cancel_requested_*, written by
+ * cancelJob in src/db/sql/operators.ts): the heartbeat is how a worker that
+ * missed the NOTIFY (behind PgBouncer, a dropped LISTEN connection) still
+ * learns of them, within lease/3. The same statement refreshes (or
+ * restores) the worker's row in the registry (src/db/sql/workers.ts), so it
+ * is sent even when the worker holds nothing.
  */
-export async function heartbeatJobs(executor: Executor, worker: WorkerRegistration, ids: readonly number[]): Promise<Set<number>> {
-  const rows = await query<{ id: number }>(
+export async function heartbeatJobs(executor: Executor, worker: WorkerRegistration, ids: readonly number[]): Promise<HeartbeatAnswer> {
+  const rows = await query<{ id: number; stop_at_ms: number | null; stop_by: string | null; stop_reason: string | null }>(
     executor,
     sql`with registered as (${registerWorker(worker)})
         update ${jobQueue} set ${name(jobQueue.heartbeatAt)} = now()
         where ${jobQueue.id} = any(${array(ids, "bigint")}) and ${jobQueue.lockedBy} = ${worker.id} and ${jobQueue.status} <> 'queued'
-        returning ${jobQueue.id}::float8 as id`,
+        returning ${jobQueue.id}::float8 as id, ${epochMs(jobQueue.cancelRequestedAt)} as stop_at_ms,
+          ${jobQueue.cancelRequestedBy} as stop_by, ${jobQueue.cancelReason} as stop_reason`,
   );
-  return new Set(rows.map((row) => row.id));
+  const stops = rows
+    .filter((row) => row.stop_at_ms !== null)
+    .map((row) => ({ jobId: row.id, requestedAt: new Date(row.stop_at_ms as number), requestedBy: row.stop_by ?? "unknown", reason: row.stop_reason }));
+  return { alive: new Set(rows.map((row) => row.id)), stops };
 }
 
 // ---------------------------------------------------------------- reaping
@@ -402,14 +424,19 @@ export async function reapStaleJobs(executor: Executor, leaseMs: number, now?: D
             ${name(q.lastError)} = ${leaseError(LeaseExpiredError.REQUEUED)},
             ${name(q.lockedBy)} = null,
             ${name(q.heartbeatAt)} = null
-          where ${j.id} = any(array(select id from stale)) and not ${exhausted}
+          where ${j.id} = any(array(select id from stale)) and not ${exhausted} and ${j.cancelRequestedAt} is null
           returning ${j.queue} as queue, ${j.jobName} as job_name
         ), moved as (
-          delete from ${jobQueue} as j where ${j.id} = any(array(select id from stale)) and ${exhausted}
-          returning ${movedToHistory({ status: sql`'failed'`, outcome: sql`null::text`, lastError: leaseError(LeaseExpiredError.FAILED) })}
+          -- A job asked to stop whose worker died ends cancelled, never requeued.
+          delete from ${jobQueue} as j where ${j.id} = any(array(select id from stale)) and (${exhausted} or ${j.cancelRequestedAt} is not null)
+          returning ${movedToHistory({
+            status: sql`case when ${j.cancelRequestedAt} is null then 'failed' else 'cancelled' end`,
+            outcome: sql`null::text`,
+            lastError: leaseError(LeaseExpiredError.FAILED),
+          })}
         ), ${archiveCtes()}, notified as (${notifyQueues(sql`requeued`)})
         select status, job_name, count(*)::int as n
-        from (select 'queued' as status, job_name from requeued union all select 'failed', job_name from moved) as reaped
+        from (select 'queued' as status, job_name from requeued union all select status, job_name from moved) as reaped
         cross join notified
         group by status, job_name`,
   );

@@ -2,7 +2,7 @@ import { sql, type SQL } from "drizzle-orm";
 import { alias } from "drizzle-orm/pg-core";
 import { jobCounts as jobCountsTable, jobHistory, jobQueue, jobs, scheduleLastRuns } from "../../schema.js";
 import { query, type Executor } from "../executor.js";
-import { array, epochMicrosText, epochMs } from "./fragments.js";
+import { array, epochMicrosText, epochMs, name } from "./fragments.js";
 import { archiveCtes, movedToHistory } from "./history.js";
 import { jobInsertCtes } from "./jobs.js";
 
@@ -101,27 +101,60 @@ export async function copyFailedJob(executor: Executor, id: number, idempotencyK
 
 // ---------------------------------------------------------------- operators' actions
 
+/** Workers LISTEN on this channel for stop requests; the payload is the running job's id, as text. */
+export const CANCEL_CHANNEL = "cronledger_cancel";
+
+/** What `cancelJob` found and did. */
+export interface CancelRow {
+  job_name: string;
+  /** The job's status before this statement (from its snapshot). */
+  status: string;
+  attempts: number;
+  max_attempts: number;
+  /** A queued job this statement moved to the history as `cancelled`. */
+  cancelled: boolean;
+  /** A running job this statement asked to stop (first request or a repeat); null when it did not. */
+  stop_requested_at_ms: number | null;
+  stop_requested_by: string | null;
+  stop_reason: string | null;
+  /** The running job had already been asked to stop: the first request stands. */
+  already_stopping: boolean;
+}
+
 /**
- * Cancels job `id` if it is queued (waiting for its first run or for a
- * retry): it moves to the history as `cancelled`, finished now. A running
- * job is not touched (its worker would overwrite the status), nor a
- * finished one. Returns the status the job had, and whether this statement
- * cancelled it; undefined when there is no such job.
+ * Cancels job `id` in one statement. A queued job (waiting for its first
+ * run or for a retry) moves to the history as `cancelled`, finished now. A
+ * running job is asked to stop: `cancel_requested_at`/`_by`/`cancel_reason`
+ * are set on its row (a repeated request keeps the first one) and
+ * CANCEL_CHANNEL is notified with its id on commit; its worker aborts its
+ * `ctx.signal` (src/jobs/worker.ts) and the job ends `cancelled` when the
+ * handler returns. A finished job is not touched. Undefined when there is
+ * no such job.
  */
-export async function cancelQueuedJob(
-  executor: Executor,
-  id: number,
-): Promise<{ job_name: string; status: string; attempts: number; max_attempts: number; cancelled: boolean } | undefined> {
+export async function cancelJob(executor: Executor, id: number, request: { readonly by: string; readonly reason: string | null }): Promise<CancelRow | undefined> {
   const j = alias(jobQueue, "j");
-  const [row] = await query<{ job_name: string; status: string; attempts: number; max_attempts: number; cancelled: boolean }>(
+  const q = jobQueue;
+  const [row] = await query<CancelRow>(
     executor,
     sql`with moved as (
           delete from ${jobQueue} as j where ${j.id} = ${id} and ${j.status} = 'queued'
           returning ${movedToHistory({ status: sql`'cancelled'`, outcome: sql`null::text`, lastError: sql`${j.lastError}` })}
-        ), ${archiveCtes()}
+        ), ${archiveCtes()}, stopping as (
+          update ${jobQueue} as j set
+            ${name(q.cancelRequestedAt)} = coalesce(${j.cancelRequestedAt}, now()),
+            ${name(q.cancelRequestedBy)} = case when ${j.cancelRequestedAt} is null then ${request.by}::text else ${j.cancelRequestedBy} end,
+            ${name(q.cancelReason)} = case when ${j.cancelRequestedAt} is null then ${request.reason}::text else ${j.cancelReason} end
+          where ${j.id} = ${id} and ${j.status} = 'running'
+          returning ${j.id} as id, ${j.cancelRequestedAt} as requested_at, ${j.cancelRequestedBy} as requested_by, ${j.cancelReason} as reason
+        ), notified as (
+          select count(pg_notify(${CANCEL_CHANNEL}, id::text)) as n from stopping
+        )
         select ${jobs.jobName} as job_name, ${jobs.status} as status, ${jobs.attempts} as attempts, ${jobs.maxAttempts} as max_attempts,
-               exists (select 1 from moved) as cancelled
-        from ${jobs} where ${jobs.id} = ${id} limit 1`,
+               exists (select 1 from moved) as cancelled,
+               ${epochMs(sql`s.requested_at`)} as stop_requested_at_ms, s.requested_by as stop_requested_by, s.reason as stop_reason,
+               coalesce((select ${q.cancelRequestedAt} is not null from ${jobQueue} where ${q.id} = ${id}), false) as already_stopping
+        from ${jobs} left join stopping s on true cross join notified
+        where ${jobs.id} = ${id} limit 1`,
   );
   return row;
 }
