@@ -33,6 +33,8 @@ export { loadSchedule, validateSchedule } from "./schedule/validate.js";
 export type { ResolvedEntry } from "./schedule/validate.js";
 export { slotCalendar } from "./schedule/slot-calendar.js";
 export type { SlotCalendar } from "./schedule/slot-calendar.js";
+export { upcomingSlots } from "./schedule/upcoming.js";
+export type { EntryNoteCode, Note, SlotNoteCode, UpcomingEntry, UpcomingSlot } from "./schedule/upcoming.js";
 export type { SlotOutcome, TickReport } from "./events.js";
 export type { TickOptions } from "./schedule/pass.js";
 export type { AttemptStatus, CronledgerEvents, CronledgerHooks } from "./events.js";
@@ -49,6 +51,8 @@ export { cancelledDocument, errorDocument, failuresDocument, retriedDocument } f
 export type { CancelledDocument, ErrorDocument, FailureDocument, FailuresDocument, RetriedDocument } from "./wire/jobs.js";
 export { preflightDocument, tickDocument } from "./wire/commands.js";
 export type { PreflightDocument, PreflightProblemDocument, SlotDocument, TickDocument } from "./wire/commands.js";
+export { nextDocument } from "./wire/upcoming.js";
+export type { NextDocument, NoteDocument, UpcomingEntryDocument, UpcomingSlotDocument } from "./wire/upcoming.js";
 export { renderSchedulePage } from "./admin/page.js";
 export type { SchedulePageExtras } from "./admin/page.js";
 export { createMetrics, OTHER_JOB_TYPE } from "./admin/metrics.js";

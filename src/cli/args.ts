@@ -11,6 +11,8 @@ export interface OptionSpec {
   /** Placeholder shown in help for string options, e.g. "<file>". */
   readonly value?: string;
   readonly description: string;
+  /** A one-letter alias, e.g. "n" for `-n 10`. */
+  readonly short?: string;
 }
 
 export interface ParsedArgs {
@@ -19,6 +21,8 @@ export interface ParsedArgs {
   boolean(name: string): boolean;
   /** The command's one argument (`cronledger cancel <id>`), when it takes one. */
   readonly argument?: string | undefined;
+  /** Every argument, for a command that takes several (`cronledger next [KEY...]`). */
+  readonly arguments: readonly string[];
 }
 
 /**
@@ -26,19 +30,21 @@ export interface ParsedArgs {
  * Anything else (an unknown flag, a stray argument, a missing value) is a
  * UsageError naming the command, so the user never gets a silently ignored typo.
  */
-export function parseArgs(argv: readonly string[], specs: readonly OptionSpec[], command: string, argumentName?: string): ParsedArgs {
+export function parseArgs(argv: readonly string[], specs: readonly OptionSpec[], command: string, argumentName?: string, many = false): ParsedArgs {
   const strings = new Map<string, string>();
   const booleans = new Set<string>();
   let help = false;
-  let argument: string | undefined;
+  const positional: string[] = [];
   for (let index = 0; index < argv.length; index++) {
-    const arg = argv[index] ?? "";
+    let arg = argv[index] ?? "";
     if (arg === "-h" || arg === "--help") {
       help = true;
       continue;
     }
-    if (!arg.startsWith("--") && argumentName !== undefined && argument === undefined) {
-      argument = arg;
+    const short = /^-[a-z]$/i.test(arg) ? specs.find((candidate) => candidate.short === arg.slice(1)) : undefined;
+    if (short !== undefined) arg = `--${short.name}`;
+    if (!arg.startsWith("--") && argumentName !== undefined && (many || positional.length === 0)) {
+      positional.push(arg);
       continue;
     }
     if (!arg.startsWith("--")) {
@@ -66,7 +72,8 @@ export function parseArgs(argv: readonly string[], specs: readonly OptionSpec[],
   }
   return {
     help,
-    argument,
+    argument: positional[0],
+    arguments: positional,
     string: (name) => strings.get(name),
     boolean: (name) => booleans.has(name),
   };

@@ -8,13 +8,14 @@ import type { CliIO, Command } from "./command.js";
 import { cancel } from "./commands/cancel.js";
 import { failures } from "./commands/failures.js";
 import { migrate } from "./commands/migrate.js";
+import { next } from "./commands/next.js";
 import { preflight } from "./commands/preflight.js";
 import { status } from "./commands/status.js";
 import { tick } from "./commands/tick.js";
 import { worker } from "./commands/worker.js";
 import { commandHelp, mainHelp } from "./help.js";
 
-export const COMMANDS: readonly Command[] = [preflight, migrate, worker, status, failures, cancel, tick];
+export const COMMANDS: readonly Command[] = [preflight, migrate, worker, status, failures, cancel, tick, next];
 
 /** How long the process may linger after a command finished, e.g. on a pool a config file opened, before it is ended. */
 const EXIT_GRACE_MS = 2_000;
@@ -60,7 +61,7 @@ export async function main(argv: readonly string[], io: CliIO): Promise<number> 
       const hint = closest(name, COMMANDS.map((candidate) => candidate.name));
       throw new UsageError(`Unknown command ${JSON.stringify(name)}.${hint ? ` Did you mean \`cronledger ${hint}\`?` : ""} Run \`cronledger --help\` for the list.`);
     }
-    const args = parseArgs(rest.filter((arg) => arg !== VERBOSE_FLAG), command.options, command.name, command.argument?.name);
+    const args = parseArgs(rest.filter((arg) => arg !== VERBOSE_FLAG), command.options, command.name, command.argument?.name, command.argument?.many);
     if (args.help) {
       io.stdout(commandHelp(command));
       return 0;
