@@ -34,6 +34,7 @@ export type { ResolvedEntry } from "./schedule/validate.js";
 export { slotCalendar } from "./schedule/slot-calendar.js";
 export type { SlotCalendar } from "./schedule/slot-calendar.js";
 export { upcomingSlots } from "./schedule/upcoming.js";
+export type { CarriedState, DeployPlan, DroppedJobName, Overdue, PlanEntry, PlanKind, PlanRow, RemovedRow, RowIdentity, SwitchCheck } from "./schedule/deploy-plan.js";
 export type { EntryNoteCode, Note, SlotNoteCode, UpcomingEntry, UpcomingSlot } from "./schedule/upcoming.js";
 export type { SlotOutcome, TickReport } from "./events.js";
 export type { TickOptions } from "./schedule/pass.js";
@@ -52,6 +53,8 @@ export type { CancelledDocument, ErrorDocument, FailureDocument, FailuresDocumen
 export { preflightDocument, tickDocument } from "./wire/commands.js";
 export type { PreflightDocument, PreflightProblemDocument, SlotDocument, TickDocument } from "./wire/commands.js";
 export { nextDocument } from "./wire/upcoming.js";
+export { planDocument } from "./wire/plan.js";
+export type { CarriedDocument, PlanDocument, PlanEntryDocument, PlanRemovedDocument, PlanRowDocument } from "./wire/plan.js";
 export type { NextDocument, NoteDocument, UpcomingEntryDocument, UpcomingSlotDocument } from "./wire/upcoming.js";
 export { renderSchedulePage } from "./admin/page.js";
 export type { SchedulePageExtras } from "./admin/page.js";

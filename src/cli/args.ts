@@ -79,6 +79,16 @@ export function parseArgs(argv: readonly string[], specs: readonly OptionSpec[],
   };
 }
 
+/** An ISO 8601 instant option as epoch ms (`now` for the host clock), or undefined when absent. */
+export function instantOption(args: ParsedArgs, name: string): number | undefined {
+  const raw = args.string(name);
+  if (raw === undefined) return undefined;
+  if (raw === "now") return Date.now();
+  const ms = /^\d{4}-\d{2}-\d{2}/.test(raw) ? Date.parse(raw) : Number.NaN;
+  if (!Number.isFinite(ms)) throw new UsageError(`--${name} must be an ISO 8601 instant such as 2026-03-29T00:00:00Z, or now (got ${JSON.stringify(raw)}).`);
+  return ms;
+}
+
 /** A positive integer option, or undefined when absent. */
 export function integerOption(args: ParsedArgs, name: string, min: number, max: number): number | undefined {
   const raw = args.string(name);

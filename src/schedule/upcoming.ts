@@ -43,12 +43,14 @@ const wallCalendars = new Map<string, SlotCalendar>();
 /**
  * The first `count` slots of `entry` whose fire time is after `fromMs`, in
  * firing order. A slot before `fromMs` whose jittered fire time is after it
- * is included: it has not fired yet.
+ * is included: it has not fired yet. `afterSlotMs`: only slots after it (a
+ * ledger value; a new entry's row starts at the instant it is created, so
+ * it never fires a slot before that).
  */
-export function upcomingSlots(entry: ResolvedEntry, fromMs: number, count: number): UpcomingEntry {
+export function upcomingSlots(entry: ResolvedEntry, fromMs: number, count: number, afterSlotMs = Number.NEGATIVE_INFINITY): UpcomingEntry {
   const slots: UpcomingSlot[] = [];
   const wall = wallCalendarOf(entry);
-  for (let cursor = fromMs - entry.jitterMs - 1; slots.length < count; ) {
+  for (let cursor = Math.max(fromMs - entry.jitterMs - 1, afterSlotMs); slots.length < count; ) {
     const slotMs = entry.calendar.nextMs(cursor);
     if (slotMs === null) break;
     cursor = slotMs;

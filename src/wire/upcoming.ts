@@ -1,4 +1,4 @@
-import type { UpcomingEntry } from "../schedule/upcoming.js";
+import type { UpcomingEntry, UpcomingSlot } from "../schedule/upcoming.js";
 import { iso, WIRE_VERSION, type Versioned } from "./version.js";
 
 /** A note on a slot or an entry: a stable code and a sentence for people. */
@@ -48,12 +48,16 @@ export function upcomingEntryDocument(upcoming: UpcomingEntry): UpcomingEntryDoc
     jitter_ms: entry.jitterMs,
     catch_up_window_ms: entry.catchUpWindowMs,
     notes: upcoming.notes.map((note) => ({ code: note.code, message: note.message })),
-    slots: upcoming.slots.map((slot) => ({
-      slot: iso(new Date(slot.slotMs)),
-      fires_at: iso(new Date(slot.fireMs)),
-      local: slot.local,
-      notes: slot.notes.map((note) => ({ code: note.code, message: note.message })),
-    })),
+    slots: upcoming.slots.map(upcomingSlotDocument),
+  };
+}
+
+export function upcomingSlotDocument(slot: UpcomingSlot): UpcomingSlotDocument {
+  return {
+    slot: iso(new Date(slot.slotMs)),
+    fires_at: iso(new Date(slot.fireMs)),
+    local: slot.local,
+    notes: slot.notes.map((note) => ({ code: note.code, message: note.message })),
   };
 }
 

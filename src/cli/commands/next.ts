@@ -4,7 +4,7 @@ import { upcomingSlots, type UpcomingEntry } from "../../schedule/upcoming.js";
 import type { ResolvedEntry } from "../../schedule/validate.js";
 import { closest } from "../../suggest.js";
 import { nextDocument } from "../../wire/upcoming.js";
-import { integerOption, UsageError, type ParsedArgs } from "../args.js";
+import { instantOption, integerOption, UsageError, type ParsedArgs } from "../args.js";
 import { CONFIG_OPTION, JSON_OPTION, type CliIO, type Command } from "../command.js";
 import { loadConfig, requireConfigFile } from "../load-config.js";
 
@@ -26,7 +26,7 @@ export const next: Command = {
   ],
   async run(args, io) {
     const count = integerOption(args, "count", 1, 1_000) ?? DEFAULT_NEXT_COUNT;
-    const fromMs = fromOption(args);
+    const fromMs = instantOption(args, "from") ?? Date.now();
     const entries = await configEntries(args, io);
     const chosen = selectEntries(entries, args.arguments);
     const upcoming = chosen.map((entry) => upcomingSlots(entry, fromMs, count));
@@ -35,14 +35,6 @@ export const next: Command = {
     return 0;
   },
 };
-
-function fromOption(args: ParsedArgs): number {
-  const raw = args.string("from");
-  if (raw === undefined || raw === "now") return Date.now();
-  const ms = /^\d{4}-\d{2}-\d{2}/.test(raw) ? Date.parse(raw) : Number.NaN;
-  if (!Number.isFinite(ms)) throw new UsageError(`--from must be an ISO 8601 instant such as 2026-03-29T00:00:00Z, or now (got ${JSON.stringify(raw)}).`);
-  return ms;
-}
 
 /** The config's valid entries, as createCronledger loads them; invalid ones are reported on stderr and left out. */
 export async function configEntries(args: ParsedArgs, io: CliIO): Promise<readonly ResolvedEntry[]> {
