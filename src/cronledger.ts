@@ -29,6 +29,7 @@ import { reportInterval, SchedulePresence } from "./runtime/presence.js";
 import { Supervisor } from "./runtime/supervisor.js";
 import { findEntry } from "./schedule/find-entry.js";
 import { loadEntries, Scheduler } from "./schedule/scheduler.js";
+import { readDeployPlan, type DeployPlan } from "./schedule/deploy-plan.js";
 import type { TickOptions } from "./schedule/pass.js";
 import type { BackfillOptions, BackfillResult } from "./schedule/backfill.js";
 import type { ResolvedEntry } from "./schedule/validate.js";
@@ -179,6 +180,18 @@ export class Cronledger {
    */
   async pruneLedger(options: { now?: Date } = {}): Promise<number> {
     return this.scheduler.pruneLedger(this.options.chores.ledgerGraceMs, options.now);
+  }
+
+  /**
+   * The deploy plan of this ledger's schedule (the new version's config) against the live ledger, workers and
+   * jobs of its database: what is added, removed, retimed, overdue or carried over (src/schedule/deploy-plan.ts).
+   * Read-only. `at`: the switch instant (default: the database clock).
+   */
+  async plan(options: { at?: Date } = {}): Promise<DeployPlan> {
+    await this.ensureSchema();
+    const entries = [...this.scheduler.entries, ...this.scheduler.choreEntries];
+    const choreJobNames = new Set([REAP_JOB, PRUNE_JOB]);
+    return readDeployPlan(this.database.db, { namespace: this.namespace, entries, choreJobNames, jobNames: new Set(this.jobs.keys()), atMs: options.at?.getTime(), graceMs: this.options.chores.ledgerGraceMs });
   }
 
   /**

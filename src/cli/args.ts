@@ -11,6 +11,8 @@ export interface OptionSpec {
   /** Placeholder shown in help for string options, e.g. "<file>". */
   readonly value?: string;
   readonly description: string;
+  /** A one-letter alias, e.g. "n" for `-n 10`. */
+  readonly short?: string;
 }
 
 export interface ParsedArgs {
@@ -19,6 +21,8 @@ export interface ParsedArgs {
   boolean(name: string): boolean;
   /** The command's one argument (`cronledger cancel <id>`), when it takes one. */
   readonly argument?: string | undefined;
+  /** Every argument, for a command that takes several (`cronledger next [KEY...]`). */
+  readonly arguments: readonly string[];
 }
 
 /**
@@ -26,19 +30,21 @@ export interface ParsedArgs {
  * Anything else (an unknown flag, a stray argument, a missing value) is a
  * UsageError naming the command, so the user never gets a silently ignored typo.
  */
-export function parseArgs(argv: readonly string[], specs: readonly OptionSpec[], command: string, argumentName?: string): ParsedArgs {
+export function parseArgs(argv: readonly string[], specs: readonly OptionSpec[], command: string, argumentName?: string, many = false): ParsedArgs {
   const strings = new Map<string, string>();
   const booleans = new Set<string>();
   let help = false;
-  let argument: string | undefined;
+  const positional: string[] = [];
   for (let index = 0; index < argv.length; index++) {
-    const arg = argv[index] ?? "";
+    let arg = argv[index] ?? "";
     if (arg === "-h" || arg === "--help") {
       help = true;
       continue;
     }
-    if (!arg.startsWith("--") && argumentName !== undefined && argument === undefined) {
-      argument = arg;
+    const short = /^-[a-z]$/i.test(arg) ? specs.find((candidate) => candidate.short === arg.slice(1)) : undefined;
+    if (short !== undefined) arg = `--${short.name}`;
+    if (!arg.startsWith("--") && argumentName !== undefined && (many || positional.length === 0)) {
+      positional.push(arg);
       continue;
     }
     if (!arg.startsWith("--")) {
@@ -66,10 +72,21 @@ export function parseArgs(argv: readonly string[], specs: readonly OptionSpec[],
   }
   return {
     help,
-    argument,
+    argument: positional[0],
+    arguments: positional,
     string: (name) => strings.get(name),
     boolean: (name) => booleans.has(name),
   };
+}
+
+/** An ISO 8601 instant option as epoch ms (`now` for the host clock), or undefined when absent. */
+export function instantOption(args: ParsedArgs, name: string): number | undefined {
+  const raw = args.string(name);
+  if (raw === undefined) return undefined;
+  if (raw === "now") return Date.now();
+  const ms = /^\d{4}-\d{2}-\d{2}/.test(raw) ? Date.parse(raw) : Number.NaN;
+  if (!Number.isFinite(ms)) throw new UsageError(`--${name} must be an ISO 8601 instant such as 2026-03-29T00:00:00Z, or now (got ${JSON.stringify(raw)}).`);
+  return ms;
 }
 
 /** A positive integer option, or undefined when absent. */

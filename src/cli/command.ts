@@ -19,7 +19,7 @@ export interface Command {
   readonly details?: string;
   readonly options: readonly OptionSpec[];
   /** The one argument it takes besides options, e.g. `<id>`; none when unset. */
-  readonly argument?: { readonly name: string; readonly description: string };
+  readonly argument?: { readonly name: string; readonly description: string; /** Takes any number of them. */ readonly many?: boolean };
   /** Resolves to the exit status. */
   run(args: ParsedArgs, io: CliIO): Promise<number>;
 }

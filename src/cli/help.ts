@@ -6,7 +6,7 @@ export function commandHelp(command: Command): string {
     { name: "verbose", type: "boolean" as const, value: undefined, description: "on failure, also print the full error and its stack; print debug log lines (or set DEBUG=cronledger)" },
     { name: "help", type: "boolean" as const, value: undefined, description: "show this help" },
   ];
-  const flags = options.map((option) => `--${option.name}${option.type === "string" ? ` ${option.value ?? "<value>"}` : ""}`);
+  const flags = options.map((option) => `${"short" in option && option.short ? `-${option.short}, ` : ""}--${option.name}${option.type === "string" ? ` ${option.value ?? "<value>"}` : ""}`);
   const width = Math.max(...flags.map((flag) => flag.length));
   return [
     `Usage: cronledger ${command.name}${command.argument ? ` ${command.argument.name}` : ""} [options]`,

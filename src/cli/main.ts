@@ -10,13 +10,15 @@ import { cancel } from "./commands/cancel.js";
 import { failures } from "./commands/failures.js";
 import { migrate } from "./commands/migrate.js";
 import { pause, resume } from "./commands/pause.js";
+import { next } from "./commands/next.js";
+import { plan } from "./commands/plan.js";
 import { preflight } from "./commands/preflight.js";
 import { status } from "./commands/status.js";
 import { tick } from "./commands/tick.js";
 import { worker } from "./commands/worker.js";
 import { commandHelp, mainHelp } from "./help.js";
 
-export const COMMANDS: readonly Command[] = [preflight, migrate, worker, status, failures, cancel, pause, resume, backfill, tick];
+export const COMMANDS: readonly Command[] = [preflight, migrate, worker, status, failures, cancel, pause, resume, backfill, tick, next, plan];
 
 /** How long the process may linger after a command finished, e.g. on a pool a config file opened, before it is ended. */
 const EXIT_GRACE_MS = 2_000;
@@ -62,7 +64,7 @@ export async function main(argv: readonly string[], io: CliIO): Promise<number> 
       const hint = closest(name, COMMANDS.map((candidate) => candidate.name));
       throw new UsageError(`Unknown command ${JSON.stringify(name)}.${hint ? ` Did you mean \`cronledger ${hint}\`?` : ""} Run \`cronledger --help\` for the list.`);
     }
-    const args = parseArgs(rest.filter((arg) => arg !== VERBOSE_FLAG), command.options, command.name, command.argument?.name);
+    const args = parseArgs(rest.filter((arg) => arg !== VERBOSE_FLAG), command.options, command.name, command.argument?.name, command.argument?.many);
     if (args.help) {
       io.stdout(commandHelp(command));
       return 0;

@@ -91,16 +91,23 @@ export function preflightDocument(
     entries,
     errors,
     warnings: problems.length - errors,
-    problems: problems.map((problem) => ({
-      code: problem.code,
-      severity: problem.severity,
-      index: problem.index,
-      job: problem.jobName ?? null,
-      identity: problem.identity ?? null,
-      message: problem.message,
-      location: problem.location ?? null,
-    })),
+    problems: preflightProblemDocuments(problems),
   };
+}
+
+/** Preflight problems as `cronledger preflight --json` (and `cronledger plan --json`) list them. */
+export function preflightProblemDocuments(
+  problems: readonly (ScheduleProblem & { readonly location?: PreflightProblemDocument["location"] })[],
+): PreflightProblemDocument[] {
+  return problems.map((problem) => ({
+    code: problem.code,
+    severity: problem.severity,
+    index: problem.index,
+    job: problem.jobName ?? null,
+    identity: problem.identity ?? null,
+    message: problem.message,
+    location: problem.location ?? null,
+  }));
 }
 
 /** A config that does not load: its error, so CI reads it in the same document. */

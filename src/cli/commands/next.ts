@@ -1,0 +1,82 @@
+import { parseConfig } from "../../options.js";
+import { loadEntries } from "../../schedule/scheduler.js";
+import { upcomingSlots, type UpcomingEntry } from "../../schedule/upcoming.js";
+import type { ResolvedEntry } from "../../schedule/validate.js";
+import { closest } from "../../suggest.js";
+import { nextDocument } from "../../wire/upcoming.js";
+import { instantOption, integerOption, UsageError, type ParsedArgs } from "../args.js";
+import { CONFIG_OPTION, JSON_OPTION, type CliIO, type Command } from "../command.js";
+import { loadConfig, requireConfigFile } from "../load-config.js";
+
+export const DEFAULT_NEXT_COUNT = 10;
+
+export const next: Command = {
+  name: "next",
+  summary: "list each schedule entry's next fire times, in its zone and UTC, with notes on DST changes, jitter and catch-up",
+  details:
+    "Reads the config only (no database): the same calendar the ticker fires by. Name entries by their `key`, job name or\n" +
+    "identity; none names every entry. Notes: a wall time a DST change skips (the slot shifted, and to when), a repeated\n" +
+    "hour (fires once or twice, and which), the jitter range, a catch-up window shorter than the gap between slots.",
+  argument: { name: "[KEY...]", description: "entries to show, by key, job name or identity (default: all)", many: true },
+  options: [
+    CONFIG_OPTION,
+    JSON_OPTION,
+    { name: "count", short: "n", type: "string", value: "<n>", description: `how many fire times per entry (default ${DEFAULT_NEXT_COUNT})` },
+    { name: "from", type: "string", value: "<instant>", description: "list fire times after this ISO 8601 instant (default: now)" },
+  ],
+  async run(args, io) {
+    const count = integerOption(args, "count", 1, 1_000) ?? DEFAULT_NEXT_COUNT;
+    const fromMs = instantOption(args, "from") ?? Date.now();
+    const entries = await configEntries(args, io);
+    const chosen = selectEntries(entries, args.arguments);
+    const upcoming = chosen.map((entry) => upcomingSlots(entry, fromMs, count));
+    if (args.boolean("json")) io.stdout(JSON.stringify(nextDocument(fromMs, upcoming), null, 2));
+    else for (const line of describeUpcoming(upcoming)) io.stdout(line);
+    return 0;
+  },
+};
+
+/** The config's valid entries, as createCronledger loads them; invalid ones are reported on stderr and left out. */
+export async function configEntries(args: ParsedArgs, io: CliIO): Promise<readonly ResolvedEntry[]> {
+  const file = requireConfigFile(args, io);
+  const config = parseConfig(await loadConfig(file), file);
+  const loaded = loadEntries(config.schedule ?? [], [], config.jobs, {
+    namespace: config.namespace,
+    maxPayloadBytes: config.maxPayloadBytes,
+    mode: "quarantine",
+    catchUpWindowMs: config.catchUpWindow,
+  });
+  for (const entry of loaded.invalid) {
+    for (const problem of entry.problems) io.stderr(`error [${problem.code}] ${problem.message} (left out; run \`cronledger preflight\`)`);
+  }
+  return loaded.entries;
+}
+
+/** The entries a list of names picks (key, job name or identity), in schedule order; every entry for none. */
+export function selectEntries(entries: readonly ResolvedEntry[], names: readonly string[]): readonly ResolvedEntry[] {
+  if (names.length === 0) return entries;
+  const known = entries.flatMap((entry) => [entry.entryKey, entry.jobName, entry.identity].filter((name): name is string => name !== undefined));
+  for (const name of names) {
+    if (known.includes(name)) continue;
+    const hint = closest(name, known);
+    throw new UsageError(`No schedule entry has the key, job name or identity ${JSON.stringify(name)}.${hint ? ` Did you mean ${JSON.stringify(hint)}?` : ""}`);
+  }
+  return entries.filter((entry) => names.some((name) => name === entry.entryKey || name === entry.jobName || name === entry.identity));
+}
+
+function describeUpcoming(upcoming: readonly UpcomingEntry[]): string[] {
+  const lines: string[] = [];
+  for (const { entry, slots, notes } of upcoming) {
+    if (lines.length > 0) lines.push("");
+    const key = entry.entryKey === undefined ? "" : ` [${entry.entryKey}]`;
+    lines.push(`${entry.jobName}${key}  ${entry.cron.source}  ${entry.timezone}`);
+    for (const note of notes) lines.push(`  note: ${note.message}`);
+    if (slots.length === 0) lines.push("  no upcoming slot");
+    for (const slot of slots) {
+      const fires = slot.fireMs === slot.slotMs ? "" : `  fires ${new Date(slot.fireMs).toISOString()}`;
+      lines.push(`  ${slot.local}  ${new Date(slot.slotMs).toISOString()}${fires}`);
+      for (const note of slot.notes) lines.push(`    ${note.message}`);
+    }
+  }
+  return lines;
+}
