@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { availableMigrations } from "../src/db/migrate.js";
 import { REPO_ROOT, watch, type Finished } from "./support/child.js";
 import { createTestDatabase } from "./support/database.js";
+import { errorsBeyondDrizzle } from "./support/tsc.js";
 
 /**
  * The package as users get it: `npm pack`, then throw-away apps in a temp
@@ -17,17 +18,6 @@ import { createTestDatabase } from "./support/database.js";
 const WORKTREE_BIN = join(REPO_ROOT, "node_modules", ".bin");
 /** Each test runs installed tools (node, tsx, tsc, drizzle-kit, the CLI) as child processes. */
 const TIMEOUT_MS = 180_000;
-/**
- * drizzle-orm's own declarations do not typecheck with `skipLibCheck: false`
- * (its gel and mysql modules import packages a PostgreSQL app does not have,
- * and some of its classes fail their own interfaces): an app with no
- * cronledger in it gets the same errors. What an app must not get is an
- * error from anything else, cronledger's declarations above all.
- */
-function errorsBeyondDrizzle(tscOutput: string): string[] {
-  return tscOutput.split("\n").filter((line) => /error TS\d+/.test(line) && !/^(?:\.\.\/)*node_modules\/drizzle-orm[^/]*\//.test(line));
-}
-
 const versionOf = (name: string) => (JSON.parse(readFileSync(join(REPO_ROOT, "node_modules", name, "package.json"), "utf8")) as { version: string }).version;
 
 async function run(command: string, args: readonly string[], options: { cwd: string; env?: NodeJS.ProcessEnv }): Promise<Finished> {
