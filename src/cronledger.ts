@@ -1,6 +1,7 @@
 // The facade an application holds. About 350 lines, most of them the public methods' documentation:
 // each body is a few lines handing work to the Scheduler, the enqueuer, the Operations, a Worker or the Supervisor.
-import type { z } from "zod";
+import type { StandardSchemaV1 } from "./jobs/standard-schema.js";
+import type { PayloadInput } from "./jobs/define-job.js";
 import { createMetrics, type CronledgerMetrics } from "./admin/metrics.js";
 import { openDatabase, type Database, type DatabaseSetting } from "./db/connection.js";
 import { DatabaseHealth } from "./db/health.js";
@@ -151,7 +152,7 @@ export class Cronledger {
    * with `{ db: tx }` inside the application's drizzle transaction, so it
    * commits or rolls back with the business rows.
    */
-  async enqueue<S extends z.ZodType>(job: JobReference<S>, payload?: z.input<S>, options?: EnqueueOptions): Promise<EnqueuedJob> {
+  async enqueue<S extends StandardSchemaV1>(job: JobReference<S>, payload?: PayloadInput<S>, options?: EnqueueOptions): Promise<EnqueuedJob> {
     await this.ensureSchema(this.enqueuer.executor(options?.db));
     return this.enqueuer.enqueue(job, payload, options);
   }

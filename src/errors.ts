@@ -12,6 +12,7 @@ import { innermostMessage } from "./error-chain.js";
 export type ErrorCode =
   // Configuration and API use
   | "invalid_config"
+  | "dependency_missing"
   | "invalid_argument"
   | "usage_error"
   | "invalid_duration"
@@ -84,6 +85,7 @@ export class CronledgerError extends Error {
  */
 export const ERROR_HTTP_STATUS: Readonly<Record<ErrorCode, number>> = {
   invalid_config: 500,
+  dependency_missing: 500,
   invalid_argument: 400,
   usage_error: 400,
   invalid_duration: 400,
@@ -128,6 +130,20 @@ export const ERROR_HTTP_STATUS: Readonly<Record<ErrorCode, number>> = {
 export class ConfigError extends CronledgerError {
   constructor(message: string) {
     super("invalid_config", message);
+  }
+}
+
+/**
+ * An optional peer dependency the configuration needs is not installed (the
+ * embedded database needs @electric-sql/pglite); the message names the
+ * package and the command that installs it.
+ */
+export class DependencyMissingError extends CronledgerError {
+  readonly packageName: string;
+
+  constructor(packageName: string, message: string, options?: { cause?: unknown }) {
+    super("dependency_missing", message, options);
+    this.packageName = packageName;
   }
 }
 

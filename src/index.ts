@@ -13,11 +13,13 @@ export type { CancelledJob, CancelRequest, EntryPauseResult, RetryingJob } from 
 export type { RetryOverride } from "./jobs/retry-override.js";
 export { defineConfig } from "./config.js";
 export type { CronledgerConfig } from "./config.js";
-export type { DatabaseSetting } from "./db/connection.js";
+export type { DatabaseSetting, PgliteInstance } from "./db/connection.js";
 export type { Executor } from "./db/executor.js";
 export { defineJob, skip, noop } from "./jobs/define-job.js";
 export { DEFAULT_MAX_PAYLOAD_BYTES } from "./jobs/payload-limit.js";
-export type { JobContext, JobDefinition, JobOptions, JobOutcome, JobResult } from "./jobs/define-job.js";
+export type { AnyPayloadSchema, JobContext, JobDefinition, JobOptions, JobOutcome, JobResult, PayloadInput, PayloadOutput } from "./jobs/define-job.js";
+export { isStandardSchema } from "./jobs/standard-schema.js";
+export type { StandardSchemaV1 } from "./jobs/standard-schema.js";
 export { RETRY_CLASSES, retryDelayMs } from "./jobs/retry.js";
 export type { BackoffRetryPolicy, CustomRetryPolicy, RetryClass, RetryPolicy } from "./jobs/retry.js";
 export type { EnqueuedJob, EnqueueRequest } from "./jobs/define-job.js";
@@ -74,6 +76,7 @@ export { childLogger, consoleLogger, silentLogger } from "./log.js";
 export {
   ConfigError,
   CronledgerError,
+  DependencyMissingError,
   ERROR_HTTP_STATUS,
   InvalidArgumentError,
   InvalidCronError,

@@ -1,7 +1,6 @@
 import type { Registry } from "prom-client";
 import { z } from "zod";
-import type { PGlite } from "@electric-sql/pglite";
-import { isPglite, type Database, type DatabaseSetting } from "./db/connection.js";
+import { isPglite, type Database, type DatabaseSetting, type PgliteInstance } from "./db/connection.js";
 import { postgresSettingSchema } from "./db/settings.js";
 import type { Duration } from "./duration.js";
 import { ConfigError } from "./errors.js";
@@ -132,7 +131,7 @@ const databaseSetting = z.union(
     z.string(),
     postgresSettingSchema,
     object<Database>("an open Database", (value) => "db" in value && "kind" in value),
-    z.custom<PGlite>(isPglite),
+    z.custom<PgliteInstance>(isPglite),
   ],
   { error: 'must be a URL ("postgres://...", "memory://", "pglite:<dir>"), { url, poolSize?, clientConnectionCheck?, reconnectDelay?, pooler?, listenUrl? }, a PGlite instance or an open Database' },
 );

@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import postgres from "postgres";
@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { availableMigrations } from "../src/db/migrate.js";
 import { REPO_ROOT, watch, type Finished } from "./support/child.js";
 import { createTestDatabase } from "./support/database.js";
+import { errorsBeyondDrizzle } from "./support/tsc.js";
 
 /**
  * The package as users get it: `npm pack`, then throw-away apps in a temp
@@ -223,4 +224,64 @@ export default defineConfig({ jobs: [hello], schedule: [{ job: hello, cron: "* *
     const manifest = JSON.parse(readFileSync(join(installed, "package.json"), "utf8")) as Record<string, unknown>;
     expect(manifest).toMatchObject({ repository: expect.anything(), homepage: expect.stringMatching(/^https:\/\//), engines: { node: expect.any(String) } });
   });
+
+  it("an app without PGlite (an optional peer dependency) typechecks with skipLibCheck: false, runs on PostgreSQL, and is told what to install for the embedded default", async () => {
+    expect(existsSync(join(root, "node_modules", "@electric-sql", "pglite"))).toBe(false);
+    const dir = write(join(root, "no-pglite-app"), {
+      "package.json": JSON.stringify({ type: "module" }),
+      "main.ts": `import { createCronledger, defineJob, DependencyMissingError } from "cronledger";
+import { drizzle } from "drizzle-orm/postgres-js";
+import postgres from "postgres";
+import { z } from "zod";
+const remind = defineJob({ name: "no-pglite.remind", payload: z.object({ invoiceId: z.number() }), run: (payload) => void payload.invoiceId.toFixed() });
+const client = postgres(process.env.APP_DATABASE_URL ?? "", { max: 2, onnotice: () => {} });
+const db = drizzle(client);
+const ledger = createCronledger({ database: process.env.APP_DATABASE_URL, jobs: [remind], logger: { debug() {}, info() {}, warn() {}, error() {} } });
+await ledger.migrate();
+const job = await db.transaction((tx) => ledger.enqueue(remind, { invoiceId: 1 }, { db: tx }));
+const worked = await ledger.work({ once: true });
+await ledger.close();
+await client.end();
+let embedded = "opened";
+try {
+  createCronledger({ jobs: [remind] });
+} catch (error) {
+  embedded = error instanceof DependencyMissingError ? \`\${error.code} \${error.packageName}: \${error.message}\` : String(error);
+}
+console.log(JSON.stringify({ created: job.created, succeeded: worked.succeeded, embedded }));
+`,
+    });
+    const checked = await watch(
+      join(WORKTREE_BIN, "tsc"),
+      ["--noEmit", "--strict", "--skipLibCheck", "false", "--module", "nodenext", "--moduleResolution", "nodenext", "--target", "es2022", "--types", "node", "--typeRoots", join(REPO_ROOT, "node_modules", "@types"), "main.ts"],
+      { cwd: dir },
+    ).exited;
+    expect(checked.stdout).not.toMatch(/pglite/i);
+    expect(errorsBeyondDrizzle(checked.stdout)).toEqual([]);
+    const ran = await run(join(root, "node_modules", ".bin", "tsx"), ["main.ts"], { cwd: dir, env: { ...process.env, APP_DATABASE_URL: apps.url, DATABASE_URL: "" } });
+    expect(JSON.parse(ran.stdout) as unknown).toEqual({ created: true, succeeded: 1, embedded: expect.stringMatching(/^dependency_missing @electric-sql\/pglite: .*npm install @electric-sql\/pglite/) });
+  }, TIMEOUT_MS);
+
+  it("an app that installs PGlite gets the embedded default, from ESM and from CommonJS", async () => {
+    // As npm places the app's own install, without a download: the copy this checkout installed.
+    mkdirSync(join(root, "node_modules", "@electric-sql"), { recursive: true });
+    symlinkSync(join(REPO_ROOT, "node_modules", "@electric-sql", "pglite"), join(root, "node_modules", "@electric-sql", "pglite"), "dir");
+    const code = (load: string) => `${load}
+const ping = defineJob({ name: "embedded.ping", run() {} });
+const ledger = createCronledger({ database: "memory://", jobs: [ping], logger: { debug() {}, info() {}, warn() {}, error() {} } });
+await ledger.migrate();
+await ledger.enqueue(ping);
+const worked = await ledger.work({ once: true });
+await ledger.close();
+console.log(ledger.database.kind, worked.succeeded);
+`;
+    const esm = write(join(root, "pglite-esm-app"), { "package.json": JSON.stringify({ type: "module" }), "main.js": code(`import { createCronledger, defineJob } from "cronledger";`) });
+    const cjs = write(join(root, "pglite-cjs-app"), {
+      "package.json": JSON.stringify({ type: "commonjs" }),
+      "main.js": `const { createCronledger, defineJob } = require("cronledger");\n(async () => {${code("")}})();`,
+    });
+    const env = { ...process.env, DATABASE_URL: "" };
+    expect((await run(process.execPath, ["main.js"], { cwd: esm, env })).stdout.trim()).toBe("pglite 1");
+    expect((await run(process.execPath, ["main.js"], { cwd: cjs, env })).stdout.trim()).toBe("pglite 1");
+  }, TIMEOUT_MS);
 });

@@ -1,6 +1,4 @@
-import { PGlite } from "@electric-sql/pglite";
 import type { Logger as DrizzleLogger } from "drizzle-orm/logger";
-import { drizzle as drizzlePglite } from "drizzle-orm/pglite";
 import { drizzle as drizzlePostgres } from "drizzle-orm/postgres-js";
 import { mkdirSync } from "node:fs";
 import { resolve } from "node:path";
@@ -9,13 +7,14 @@ import { ConfigError } from "../errors.js";
 import type { Executor } from "./executor.js";
 import { guardedSockets } from "./guarded-socket.js";
 import { resolveTargets } from "./hosts.js";
+import { loadPglite } from "./pglite.js";
 import { templateFor } from "./pglite-template.js";
-import { resolvePostgresSettings, type DatabaseSetting, type PostgresSettings } from "./settings.js";
+import { resolvePostgresSettings, type DatabaseSetting, type PgliteInstance, type PostgresSettings } from "./settings.js";
 import { withReservedTransactions } from "./reserved-begin.js";
 import { cancellingClient } from "./statement-timeout.js";
 
 export { query } from "./executor.js";
-export type { DatabaseSetting } from "./settings.js";
+export type { DatabaseSetting, PgliteInstance } from "./settings.js";
 
 export const DEFAULT_EMBEDDED_DIR = ".cronledger";
 
@@ -176,8 +175,9 @@ function openPostgres(settings: PostgresSettings): Database {
   };
 }
 
-function openPglite(dataDir: string | undefined): Database {
-  const loadDataDir = templateFor(dataDir);
+function openPglite(dataDir: string | undefined, purpose: string): Database {
+  const { PGlite, version } = loadPglite(purpose);
+  const loadDataDir = templateFor(dataDir, version);
   const options = loadDataDir === undefined ? {} : { loadDataDir };
   if (dataDir !== undefined) mkdirSync(dataDir, { recursive: true });
   const client = dataDir === undefined ? new PGlite(options) : new PGlite(dataDir, options);
@@ -185,9 +185,9 @@ function openPglite(dataDir: string | undefined): Database {
 }
 
 /** A PGlite client as a Database; `owned`: close() closes the client too. */
-function wrapPglite(client: PGlite, label: string, owned: boolean): Database {
+function wrapPglite(client: PgliteInstance, label: string, owned: boolean): Database {
   const statements = { count: 0 };
-  const db = drizzlePglite(client, { logger: countingLogger(statements) }) as unknown as Executor;
+  const db = loadPglite("A PGlite database").drizzle(client, { logger: countingLogger(statements) });
   return {
     kind: "pglite",
     label,
@@ -209,9 +209,8 @@ function wrapPglite(client: PGlite, label: string, owned: boolean): Database {
 }
 
 /** A PGlite instance, also one from another copy of the package (the application's own dependency). */
-export function isPglite(value: unknown): value is PGlite {
-  if (value instanceof PGlite) return true;
-  const candidate = value as Partial<PGlite> | null;
+export function isPglite(value: unknown): value is PgliteInstance {
+  const candidate = value as Partial<PgliteInstance> | null;
   return typeof candidate === "object" && candidate !== null && typeof candidate.exec === "function" && typeof candidate.listen === "function" && "waitReady" in candidate;
 }
 
@@ -230,11 +229,11 @@ export function openDatabase(setting: DatabaseSetting | undefined, env: NodeJS.P
           'cronledger does not fall back to the embedded PGlite database in production; to use it on purpose, set database to "pglite:./.cronledger".',
       );
     }
-    return openPglite(resolve(DEFAULT_EMBEDDED_DIR));
+    return openPglite(resolve(DEFAULT_EMBEDDED_DIR), `No database is configured (no DATABASE_URL), so cronledger would use the embedded database in ./${DEFAULT_EMBEDDED_DIR}; it`);
   }
   const url = typeof resolved === "string" ? resolved : resolved.url;
-  if (url === "memory://" || url === "pglite:memory") return openPglite(undefined);
-  if (url.startsWith("pglite:")) return openPglite(resolve(url.slice("pglite:".length)));
+  if (url === "memory://" || url === "pglite:memory") return openPglite(undefined, `The embedded database ${JSON.stringify(url)}`);
+  if (url.startsWith("pglite:")) return openPglite(resolve(url.slice("pglite:".length)), `The embedded database ${JSON.stringify(url)}`);
   if (url.startsWith("postgres://") || url.startsWith("postgresql://")) return openPostgres(resolvePostgresSettings(resolved, env));
   throw new ConfigError(
     `Unsupported database ${JSON.stringify(url.replace(/:[^:@/]*@/, ":***@"))}: use a postgres:// URL, "memory://" for in-memory PGlite, or "pglite:<dir>" for PGlite on disk.`,

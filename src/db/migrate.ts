@@ -1,8 +1,6 @@
 import { sql } from "drizzle-orm";
 import { readMigrationFiles } from "drizzle-orm/migrator";
-import { migrate as migratePglite } from "drizzle-orm/pglite/migrator";
-import type { PgliteDatabase } from "drizzle-orm/pglite";
-import { migrate as migratePostgres } from "drizzle-orm/postgres-js/migrator";
+import { migrate as migrateDrizzle } from "drizzle-orm/postgres-js/migrator";
 import type { PostgresJsDatabase } from "drizzle-orm/postgres-js";
 import { MigrationError } from "../errors.js";
 import { query, type Database } from "./connection.js";
@@ -39,8 +37,8 @@ export async function migrateDatabase(database: Database): Promise<{ applied: nu
     return await database.withAdvisoryLock(MIGRATION_LOCK, async () => {
       const before = await appliedMigrations(database);
       const adopted = await adoptExistingTables(database, before);
-      if (database.kind === "pglite") await migratePglite(database.db as unknown as PgliteDatabase, config);
-      else await migratePostgres(database.db as unknown as PostgresJsDatabase, config);
+      // Every drizzle driver's migrator is the same two lines over the dialect, so this one serves PGlite too without loading it.
+      await migrateDrizzle(database.db as unknown as PostgresJsDatabase, config);
       // What drizzle-kit cannot say, whichever route made the tables: the history partitioned, and its next days' partitions.
       await partitionHistory(database.db);
       await ensureHistoryPartitions(database.db);

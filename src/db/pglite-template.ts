@@ -1,8 +1,7 @@
-import { PGlite } from "@electric-sql/pglite";
 import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
-import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { packagePath } from "../package-root.js";
+import { loadPglite } from "./pglite.js";
 
 /**
  * A new PGlite cluster runs initdb inside WebAssembly: several CPU-seconds,
@@ -11,27 +10,22 @@ import { packagePath } from "../package-root.js";
  * embedded databases start from a copy of it. It holds no cronledger tables:
  * migrate() still applies every migration, as on PostgreSQL.
  */
-function pgliteVersion(): string {
-  const entry = createRequire(import.meta.url).resolve("@electric-sql/pglite");
-  const manifest = JSON.parse(readFileSync(join(dirname(entry), "..", "package.json"), "utf8")) as { version?: string };
-  return manifest.version ?? "unknown";
-}
-
 /** Keyed by PGlite version: a cluster from another version would not start. Same path from src/, dist/ and dist/cjs/. */
-export function templateFile(): string {
-  return packagePath("dist", "pglite-template", `pglite-${pgliteVersion()}.tar.gz`);
+export function templateFile(version: string = loadPglite("The embedded database template").version): string {
+  return packagePath("dist", "pglite-template", `pglite-${version}.tar.gz`);
 }
 
 /** The template for a database that does not exist yet; undefined for an existing one or when no build left a template. */
-export function templateFor(dataDir: string | undefined): Blob | undefined {
+export function templateFor(dataDir: string | undefined, version?: string): Blob | undefined {
   if (dataDir !== undefined && existsSync(join(dataDir, "PG_VERSION"))) return undefined;
-  const file = templateFile();
+  const file = templateFile(version);
   return existsSync(file) ? new Blob([readFileSync(file)]) : undefined;
 }
 
 /** Writes the template unless this PGlite version already has one; returns its path. */
 export async function buildTemplate(): Promise<string> {
-  const file = templateFile();
+  const { PGlite, version } = loadPglite("The embedded database template");
+  const file = templateFile(version);
   if (existsSync(file)) return file;
   const client = new PGlite();
   try {

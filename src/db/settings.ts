@@ -1,4 +1,3 @@
-import type { PGlite } from "@electric-sql/pglite";
 import { z } from "zod";
 import { parseDuration, type Duration } from "../duration.js";
 import { ConfigError } from "../errors.js";
@@ -15,7 +14,21 @@ export type DatabaseSetting =
    * drizzle-orm/pglite transaction writes to the same database. close()
    * leaves it open; the application owns it.
    */
-  | PGlite;
+  | PgliteInstance;
+
+/**
+ * The parts of a PGlite instance cronledger uses: the application's
+ * `new PGlite()` is one. A type of cronledger's own, so that an application
+ * without PGlite (an optional peer dependency) typechecks with
+ * `skipLibCheck: false`.
+ */
+export interface PgliteInstance {
+  readonly waitReady: Promise<void>;
+  readonly closed: boolean;
+  exec(query: string): Promise<unknown>;
+  listen(channel: string, callback: (payload: string) => void): Promise<() => Promise<void>>;
+  close(): Promise<void>;
+}
 
 /** A PostgreSQL server (or a pooler in front of it) and how to talk to it. */
 export interface PostgresSetting {

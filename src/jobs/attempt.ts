@@ -1,5 +1,6 @@
-import type { z } from "zod";
 import { BACKFILL_KEY_PREFIX } from "../keys.js";
+import type { StandardSchemaV1 } from "./standard-schema.js";
+import type { PayloadInput } from "./define-job.js";
 import { childLogger, type Logger } from "../log.js";
 import type { JobContext, JobDefinition, JobResult, JobSchedule } from "./define-job.js";
 import type { EnqueuedJob, Enqueuer, EnqueueRequest, JobReference } from "./define-job.js";
@@ -73,7 +74,7 @@ export class Attempt implements JobContext {
   }
 
   /** Enqueues a follow-up job; `{ db: tx }` writes it in the handler's own transaction. */
-  enqueue<S extends z.ZodType>(job: JobReference<S>, payload?: z.input<S>, options?: EnqueueOptions): Promise<EnqueuedJob> {
+  enqueue<S extends StandardSchemaV1>(job: JobReference<S>, payload?: PayloadInput<S>, options?: EnqueueOptions): Promise<EnqueuedJob> {
     return this.services.enqueuer.enqueue(job, payload, options);
   }
 

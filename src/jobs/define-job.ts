@@ -5,6 +5,13 @@ import type { Logger } from "../log.js";
 import type { EnqueueManyOptions, EnqueueOptions } from "./enqueue-options.js";
 import { bytesOverLimit, DEFAULT_MAX_PAYLOAD_BYTES } from "./payload-limit.js";
 import { resolveRetryPolicy, type RetryClass, type RetryPolicy } from "./retry.js";
+import { isStandardSchema, validateWith, type StandardSchemaV1 } from "./standard-schema.js";
+
+/** The payload a schema accepts (what enqueue takes) and the one it gives the handler. */
+export type PayloadInput<S extends StandardSchemaV1> = StandardSchemaV1.InferInput<S>;
+export type PayloadOutput<S extends StandardSchemaV1> = StandardSchemaV1.InferOutput<S>;
+/** What a job without a payload schema takes: nothing (stored as {}) or any object. */
+export type AnyPayloadSchema = StandardSchemaV1<Record<string, unknown> | undefined, Record<string, unknown> | undefined>;
 
 /** The schedule entry and slot a scheduled job was fired for. */
 export interface JobSchedule {
@@ -57,19 +64,20 @@ export function noop(reason?: string): JobOutcome {
 
 export type JobResult = JobOutcome | void | undefined;
 
-export interface JobOptions<S extends z.ZodType> {
+export interface JobOptions<S extends StandardSchemaV1> {
   /** Stable identity stored in rows: renaming a job orphans its queued rows. */
   readonly name: string;
+  /** Any Standard Schema validator (zod 3.24+ or 4, valibot 1, arktype 2, ...); the payload's types are inferred from it. Validated synchronously. */
   readonly payload?: S;
   readonly retry?: RetryClass | RetryPolicy;
   readonly timeout?: Duration;
   readonly queue?: string;
   /** Lower runs first (like graphile-worker, River and Oban). */
   readonly priority?: number;
-  run(payload: z.output<S>, ctx: JobContext): Promise<JobResult> | JobResult;
+  run(payload: PayloadOutput<S>, ctx: JobContext): Promise<JobResult> | JobResult;
 }
 
-export interface JobDefinition<S extends z.ZodType = z.ZodType> {
+export interface JobDefinition<S extends StandardSchemaV1 = StandardSchemaV1> {
   readonly kind: "cronledger.job";
   readonly name: string;
   readonly payload: S;
@@ -78,7 +86,7 @@ export interface JobDefinition<S extends z.ZodType = z.ZodType> {
   readonly timeoutMs: number;
   readonly queue: string;
   readonly priority: number;
-  run(payload: z.output<S>, ctx: JobContext): Promise<JobResult> | JobResult;
+  run(payload: PayloadOutput<S>, ctx: JobContext): Promise<JobResult> | JobResult;
 }
 
 /** Job names become row values, metric labels and identity parts, so they stay plain. */
@@ -87,12 +95,18 @@ const QUEUE_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}$/;
 export const DEFAULT_TIMEOUT = "5m";
 
 // A job without a payload schema accepts an absent payload (stored as {}) or any object.
-const ANY_PAYLOAD = z.record(z.string(), z.unknown()).optional();
+// cronledger's own zod makes it; its type is the validator-neutral AnyPayloadSchema.
+const ANY_PAYLOAD: AnyPayloadSchema = z.record(z.string(), z.unknown()).optional();
 
-export function defineJob<S extends z.ZodType = typeof ANY_PAYLOAD>(options: JobOptions<S>): JobDefinition<S> {
+export function defineJob<S extends StandardSchemaV1 = AnyPayloadSchema>(options: JobOptions<S>): JobDefinition<S> {
   if (!JOB_NAME_PATTERN.test(options.name)) {
     throw new ConfigError(
       `Invalid job name ${JSON.stringify(options.name)}: use 1-200 letters, digits and . _ : / - (for example "email.send-digest").`,
+    );
+  }
+  if (options.payload !== undefined && !isStandardSchema(options.payload)) {
+    throw new ConfigError(
+      `The payload of job "${options.name}" is not a Standard Schema validator (no "~standard" property): use zod 3.24 or later (classic or "zod/v4"), zod 4, valibot 1, arktype 2 or another validator that implements standardschema.dev.`,
     );
   }
   const queue = options.queue ?? "default";
@@ -117,9 +131,9 @@ export function isJobDefinition(value: unknown): value is JobDefinition {
   return typeof value === "object" && value !== null && (value as { kind?: unknown }).kind === "cronledger.job";
 }
 
-/** Formats zod issues as "path: message" lines that name the field to fix. */
-export function describeIssues(error: z.ZodError): string[] {
-  return error.issues.map((issue) => `${issue.path.length > 0 ? issue.path.join(".") : "payload"}: ${issue.message}`);
+/** The stored payload checked by the job's schema, as the worker reads it. */
+export function validatePayload(job: JobDefinition, payload: unknown) {
+  return validateWith(job.payload, payload);
 }
 
 /**
@@ -145,13 +159,13 @@ export function storablePayload(
   const tooLarge = bytesOverLimit(json, maxBytes);
   if (tooLarge !== undefined) return { ok: false, tooLarge };
   // One parse when the payload is good; the given value is parsed as well only to say why it is not.
-  const stored = job.payload.safeParse(JSON.parse(json));
-  if (stored.success) return { ok: true, json };
-  const given = job.payload.safeParse(payload);
-  if (!given.success) return { ok: false, issues: describeIssues(given.error) };
+  const stored = validateWith(job.payload, JSON.parse(json));
+  if (stored.ok) return { ok: true, json };
+  const given = validateWith(job.payload, payload);
+  if (!given.ok) return { ok: false, issues: given.issues };
   return {
     ok: false,
-    issues: describeIssues(stored.error).map((issue) => `${issue} after the JSON round trip it is stored through (use a JSON-safe schema, e.g. z.coerce.date() or an ISO string)`),
+    issues: stored.issues.map((issue) => `${issue} after the JSON round trip it is stored through (use a JSON-safe schema, e.g. z.coerce.date() or an ISO string)`),
   };
 }
 
@@ -159,7 +173,7 @@ export function storablePayload(
 
 /** What a handler and the application use to enqueue (`ctx.enqueue`, `ledger.enqueue`). */
 export interface Enqueuer {
-  enqueue<S extends z.ZodType>(job: JobReference<S>, payload?: z.input<S>, options?: EnqueueOptions): Promise<EnqueuedJob>;
+  enqueue<S extends StandardSchemaV1>(job: JobReference<S>, payload?: PayloadInput<S>, options?: EnqueueOptions): Promise<EnqueuedJob>;
   /** Validates every payload first, then inserts all jobs in one statement. */
   enqueueMany(requests: readonly EnqueueRequest[], options?: EnqueueManyOptions): Promise<EnqueuedJob[]>;
 }
@@ -171,10 +185,10 @@ export interface EnqueuedJob {
   readonly created: boolean;
 }
 
-export type JobReference<S extends z.ZodType = z.ZodType> = JobDefinition<S> | string;
+export type JobReference<S extends StandardSchemaV1 = StandardSchemaV1> = JobDefinition<S> | string;
 
-export interface EnqueueRequest<S extends z.ZodType = z.ZodType> {
+export interface EnqueueRequest<S extends StandardSchemaV1 = StandardSchemaV1> {
   readonly job: JobReference<S>;
-  readonly payload?: z.input<S>;
+  readonly payload?: PayloadInput<S>;
   readonly options?: Omit<EnqueueOptions, "db">;
 }

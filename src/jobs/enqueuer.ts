@@ -1,4 +1,5 @@
-import type { z } from "zod";
+import type { StandardSchemaV1 } from "./standard-schema.js";
+import type { PayloadInput } from "./define-job.js";
 import type { Database } from "../db/connection.js";
 import { asExecutor, type Executor } from "../db/executor.js";
 import type { EnqueuedJob, Enqueuer, EnqueueRequest, JobDefinition, JobReference } from "./define-job.js";
@@ -22,7 +23,7 @@ export class JobEnqueuer implements Enqueuer {
     },
   ) {}
 
-  async enqueue<S extends z.ZodType>(job: JobReference<S>, payload?: z.input<S>, options: EnqueueOptions = {}): Promise<EnqueuedJob> {
+  async enqueue<S extends StandardSchemaV1>(job: JobReference<S>, payload?: PayloadInput<S>, options: EnqueueOptions = {}): Promise<EnqueuedJob> {
     const { db, ...rest } = options;
     const [result] = await this.insert([{ job: job as JobReference, payload, options: rest }], db);
     return result as EnqueuedJob;

@@ -25,7 +25,7 @@ import { redactError } from "../redact.js";
 import { Attempt } from "./attempt.js";
 import { claimSize, DurationMeter } from "./claim-size.js";
 import { attemptStatus, CompletionBatcher, count, emptySummary, type Completion, type WorkSummary } from "./completion.js";
-import { describeIssues, type JobDefinition } from "./define-job.js";
+import { validatePayload, type JobDefinition } from "./define-job.js";
 import { Heartbeats } from "./heartbeats.js";
 import type { WorkerRegistration } from "../db/sql/workers.js";
 import { retryDelayMs } from "./retry.js";
@@ -387,11 +387,11 @@ export class Worker {
   private async execute(job: ClaimedJob, definition: JobDefinition | undefined, attempt: Attempt): Promise<Completion> {
     this.deps.events.jobStarted({ jobId: job.id, jobName: job.jobName, attempt: job.attempts });
     if (definition === undefined) return this.failure(job, undefined, new JobNotRegisteredError(job.jobName));
-    const parsed = definition.payload.safeParse(JSON.parse(job.payload));
-    if (!parsed.success) return this.failure(job, definition, new InvalidStoredJobError(job.jobName, job.id, describeIssues(parsed.error)));
+    const parsed = validatePayload(definition, JSON.parse(job.payload));
+    if (!parsed.ok) return this.failure(job, definition, new InvalidStoredJobError(job.jobName, job.id, parsed.issues));
     const timeout = setTimeout(() => attempt.abort(new JobTimeoutError(job.jobName, definition.timeoutMs)), definition.timeoutMs);
     try {
-      const result = await attempt.run(definition, parsed.data);
+      const result = await attempt.run(definition, parsed.value);
       if (attempt.stopReason !== undefined) return { kind: "cancelled", id: job.id, error: redactError(attempt.stopReason) };
       const outcome = result && typeof result === "object" && (result.outcome === "skip" || result.outcome === "noop") ? result.outcome : null;
       return { kind: "succeeded", id: job.id, outcome };

@@ -1,4 +1,5 @@
-import type { z } from "zod";
+import type { StandardSchemaV1 } from "../jobs/standard-schema.js";
+import type { PayloadInput } from "../jobs/define-job.js";
 import type { Duration } from "../duration.js";
 import type { JobDefinition } from "../jobs/define-job.js";
 
@@ -18,12 +19,12 @@ interface EntryTiming {
   readonly priority?: number;
 }
 
-type PayloadField<S extends z.ZodType> = undefined extends z.input<S>
-  ? { readonly payload?: z.input<S> }
-  : { readonly payload: z.input<S> };
+type PayloadField<S extends StandardSchemaV1> = undefined extends PayloadInput<S>
+  ? { readonly payload?: PayloadInput<S> }
+  : { readonly payload: PayloadInput<S> };
 
 /** An entry whose job is a definition: its payload is checked against that job's schema at compile time. */
-export type TypedScheduleEntry<S extends z.ZodType = z.ZodType> = EntryTiming & { readonly job: JobDefinition<S> } & PayloadField<S>;
+export type TypedScheduleEntry<S extends StandardSchemaV1 = StandardSchemaV1> = EntryTiming & { readonly job: JobDefinition<S> } & PayloadField<S>;
 
 /** An entry naming its job by string (the job must be registered where the schedule runs). */
 export type NamedScheduleEntry = EntryTiming & { readonly job: string; readonly payload?: unknown };

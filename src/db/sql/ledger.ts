@@ -10,7 +10,8 @@ import { skippedSlotCtes } from "./slot-policy.js";
  * Every statement on the ledger, `cronledger.schedule_state`, written
  * against src/schema.ts. The scheduler's pass is one raw statement of
  * CTEs (drizzle's builder has no data-modifying CTEs joined to arrays):
- * see passStatement.
+ * see passStatement. About 400 lines: the pass, its repairs and the
+ * ledger's reads and operator writes share the row shapes and are read together.
  */
 
 /** `schedule_state` as `s`, joined to the arrays of planned entries. */
