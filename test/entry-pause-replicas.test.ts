@@ -70,7 +70,7 @@ describe("a pause set through one replica's admin API, across replicas, restarts
     expect(paused.body).toMatchObject({ job: rollup.name, paused: true, changed: true, paused_by: "oncall:alice", note: "reports DB failover" });
     const unknown = await post(adminUrl, "/admin/scheduler/entries/pause", { entry: "minutly" });
     expect(unknown.status).toBe(404);
-    expect(JSON.stringify(unknown.body)).toContain('did you mean \\"minutely\\"');
+    expect(JSON.stringify(unknown.body)).toContain('Did you mean \\"minutely\\"');
 
     // The next pass of every replica: the slot is recorded as skipped once, and nobody enqueues it.
     const whilePaused = await tickAll(first, slot(2));

@@ -103,7 +103,7 @@ describe.each(BACKENDS)("pausing an entry on %s", (backend) => {
     const error = await ledger.pause("minutly").catch((caught: unknown) => caught);
     expect(error).toBeInstanceOf(EntryNotFoundError);
     expect((error as EntryNotFoundError).code).toBe("entry_not_found");
-    expect((error as Error).message).toContain('did you mean "minutely"?');
+    expect((error as Error).message).toContain('Did you mean "minutely"?');
     await expect(ledger.resume("nothing.like.it")).rejects.toThrow(/No schedule entry "nothing.like.it"/);
   });
 });
@@ -139,6 +139,6 @@ describe("cronledger pause / resume", () => {
 
     const unknown = await runCli(["pause", "hourli", "--config", CONFIG], { env });
     expect(unknown.code).toBe(1);
-    expect(unknown.stderr).toContain('error [entry_not_found]: No schedule entry "hourli" in this schedule; did you mean "hourly"?');
+    expect(unknown.stderr).toContain('error [entry_not_found]: No schedule entry "hourli" here. Did you mean "hourly"?');
   }, 60_000);
 });
