@@ -73,6 +73,8 @@ export interface PlanEntry {
   /** The first slot the new version fires after the overdue one, if any. */
   readonly first: UpcomingSlot | null;
   readonly overdue: Overdue | null;
+  /** When the overdue slot is handled: the switch, or the end of a quarantine that outlasts it. */
+  readonly overdueAtMs: number | null;
   readonly switchCheck: SwitchCheck | null;
   /** retimed/rekeyed: when the old row can be pruned at the earliest. */
   readonly retiresAtMs: number | null;
@@ -144,15 +146,18 @@ export function planDeploy(input: DeployPlanInput): DeployPlan {
     const served = chore || liveNames.has(entry.jobName);
     const own = rowsByKey.get(entry.ledgerKey);
     if (own) {
-      const overdue = overdueAt(entry, own.lastSlotMs, atMs);
+      // A quarantine that outlasts the switch holds the entry until it ends: the pass looks at it then.
+      const quarantineUntil = own.carried.quarantine?.untilMs ?? Number.NEGATIVE_INFINITY;
+      const firstLook = Math.max(atMs, quarantineUntil);
+      const overdue = overdueAt(entry, own.lastSlotMs, firstLook);
       const after = Math.max(own.lastSlotMs, overdue?.slotMs ?? Number.NEGATIVE_INFINITY);
-      const first = upcomingSlots(entry, atMs, 1, after).slots[0] ?? null;
-      return { kind: "unchanged", entry, chore, row: own, first, overdue, switchCheck: null, retiresAtMs: null, served };
+      const first = upcomingSlots(entry, firstLook, 1, after).slots[0] ?? null;
+      return { kind: "unchanged", entry, chore, row: own, first, overdue, overdueAtMs: overdue === null ? null : firstLook, switchCheck: null, retiresAtMs: null, served };
     }
     // A new identity: its row is created by the first pass, at that instant, so nothing before it fires.
     const first = upcomingSlots(entry, atMs, 1, atMs).slots[0] ?? null;
     const previous = predecessor(entry, unmatched);
-    if (!previous) return { kind: "added", entry, chore, row: null, first, overdue: null, switchCheck: null, retiresAtMs: null, served };
+    if (!previous) return { kind: "added", entry, chore, row: null, first, overdue: null, overdueAtMs: null, switchCheck: null, retiresAtMs: null, served };
     unmatched.delete(previous.row);
     return {
       kind: previous.kind,
@@ -161,6 +166,7 @@ export function planDeploy(input: DeployPlanInput): DeployPlan {
       row: previous.row,
       first,
       overdue: null,
+      overdueAtMs: null,
       switchCheck: switchCheck(entry, previous.row, atMs),
       retiresAtMs: retiresAt(previous.row),
       served,
@@ -261,8 +267,8 @@ export function overdueAt(entry: ResolvedEntry, ledgerMs: number, atMs: number):
 
 /**
  * Whether switching from the old row's timing to the entry's at `atMs`
- * skips or doubles a run. The old version is assumed to fire its slots up
- * to the switch and the new one from it (never retroactively). Doubled: the
+ * skips or doubles a run, judged on the two timings: the old version fires
+ * its slots up to the switch and the new one from it (never retroactively). Doubled: the
  * last old run and the first new one are closer than half a period of
  * either timing; skipped: they are further apart than one and a half of the
  * longer period.
@@ -272,7 +278,8 @@ function switchCheck(entry: ResolvedEntry, row: PlanRow, atMs: number): SwitchCh
   const firstNew = entry.calendar.nextMs(atMs);
   const old = row.identity === null ? null : oldCalendar(row.identity);
   if (old === null) return { lastOldMs: row.lastSlotMs, firstNewMs: firstNew, verdict: "unknown", message: "the old timing cannot be read back from its ledger key (bounded to a digest): check the switch by hand" };
-  const lastOld = Math.max(row.lastSlotMs, old.latestMs(atMs) ?? Number.NEGATIVE_INFINITY);
+  // The old timing's last slot before the switch (its row's value may be a creation instant, not a slot).
+  const lastOld = old.latestMs(atMs) ?? row.lastSlotMs;
   const oldNext = old.nextMs(atMs);
   const newPrevious = entry.calendar.latestMs(atMs);
   if (firstNew === null) return { lastOldMs: lastOld, firstNewMs: null, verdict: "skipped", message: "the new timing never fires" };
