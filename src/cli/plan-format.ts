@@ -57,7 +57,7 @@ function countLine(plan: DeployPlan): string {
 }
 
 export function verdict(plan: DeployPlan): string {
-  const retiring = plan.removed.length + plan.entries.filter((item) => item.row !== null && item.kind !== "unchanged").length;
+  const retiring = plan.removed.filter((item) => !item.chore).length + plan.entries.filter((item) => !item.chore && item.row !== null && item.kind !== "unchanged").length;
   const parts = [
     plan.retiresRows ? `retires ${plural(retiring, "ledger row")}` : null,
     plan.dropsJobNames ? `drops ${plural(plan.droppedJobNames.length, "job name")} (${plan.droppedJobNames.map((name) => name.jobName).join(", ")})` : null,

@@ -110,7 +110,7 @@ export interface DeployPlan {
   /** Job names the new config schedules that no live worker registers yet: their jobs wait until the new workers start. */
   readonly unservedJobNames: readonly string[];
   readonly liveWorkers: number;
-  /** The plan retires ledger rows (removed, retimed, re-keyed). */
+  /** The plan retires ledger rows of the application's entries (removed, retimed, re-keyed). */
   readonly retiresRows: boolean;
   readonly dropsJobNames: boolean;
 }
@@ -119,7 +119,7 @@ export interface DeployPlanInput {
   readonly namespace: string;
   /** The new config's entries, chores included. */
   readonly entries: readonly ResolvedEntry[];
-  /** Ledger keys of the chores among them (and the job names of chores): shown apart, never "needing approval" on their own. */
+  /** The job names of cronledger's chores: their entries are shown apart, always served, and never need approval on their own. */
   readonly choreJobNames: ReadonlySet<string>;
   /** Every job name the new config registers, chores included. */
   readonly jobNames: ReadonlySet<string>;
@@ -198,7 +198,8 @@ export function planDeploy(input: DeployPlanInput): DeployPlan {
     droppedJobNames,
     unservedJobNames,
     liveWorkers: state.workers.length,
-    retiresRows: removed.length > 0 || entries.some((item) => item.kind === "retimed" || item.kind === "rekeyed"),
+    // A chore's row retiring (its cron changed in the config) is cronledger's own housekeeping: no person need approve it.
+    retiresRows: removed.some((item) => !item.chore) || entries.some((item) => !item.chore && (item.kind === "retimed" || item.kind === "rekeyed")),
     dropsJobNames: droppedJobNames.length > 0,
   };
 }
