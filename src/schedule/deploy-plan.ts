@@ -7,7 +7,7 @@
  * the ones `cronledger next` prints and the pass fires. See docs/decisions.md,
  * "Upcoming slots and the deploy plan", for what each kind means.
  */
-import { readDeployState, type DeployLedgerRow, type DeployRead } from "../db/sql/deploy.js";
+import { readDeployState, type DeployJobGroup, type DeployLedgerRow, type DeployRead } from "../db/sql/deploy.js";
 import type { Executor } from "../db/executor.js";
 import { MAX_KEY_LENGTH } from "../keys.js";
 import { parseCron } from "./cron.js";
@@ -135,10 +135,13 @@ export function planDeploy(input: DeployPlanInput): DeployPlan {
   const { state } = input;
   const atMs = input.atMs ?? state.nowMs;
   const liveNames = new Set(state.workers.flatMap((worker) => worker.job_names));
-  const rows = state.rows.map((row) => planRow(row, input));
+  const jobsByKey = groupBy(state.jobs, (group) => group.schedule_key ?? "");
+  const rows = state.rows.map((row) => planRow(row, input, jobsByKey.get(row.key) ?? []));
   const rowsByKey = new Map(rows.map((row) => [row.key, row]));
-  const unmatched = new Set(rows.filter((row) => !input.entries.some((entry) => entry.ledgerKey === row.key)));
-  const retiresAt = (row: PlanRow) => Math.max(row.updatedMs, reportedMs(state, row.key), atMs) + input.graceMs;
+  const entryKeys = new Set(input.entries.map((entry) => entry.ledgerKey));
+  const unmatched = new Set(rows.filter((row) => !entryKeys.has(row.key)));
+  const reported = new Map(state.rows.map((row) => [row.key, row.reported_ms ?? Number.NEGATIVE_INFINITY]));
+  const retiresAt = (row: PlanRow) => Math.max(row.updatedMs, reported.get(row.key) ?? Number.NEGATIVE_INFINITY, atMs) + input.graceMs;
 
   const entries = input.entries.map((entry): PlanEntry => {
     const chore = input.choreJobNames.has(entry.jobName);
@@ -204,8 +207,7 @@ export function planDeploy(input: DeployPlanInput): DeployPlan {
   };
 }
 
-function planRow(row: DeployLedgerRow, input: DeployPlanInput): PlanRow {
-  const groups = input.state.jobs.filter((group) => group.schedule_key === row.key);
+function planRow(row: DeployLedgerRow, input: DeployPlanInput, groups: readonly DeployJobGroup[]): PlanRow {
   const queued = sum(groups.map((group) => group.queued));
   const live = input.state.workers;
   const servedGroup = (name: string, queue: string) => live.some((worker) => worker.job_names.includes(name) && worker.queues.includes(queue));
@@ -316,8 +318,15 @@ function oldCalendar(identity: RowIdentity): SlotCalendar | null {
   }
 }
 
-function reportedMs(state: DeployRead, key: string): number {
-  return state.rows.find((row) => row.key === key)?.reported_ms ?? Number.NEGATIVE_INFINITY;
+function groupBy<T>(items: readonly T[], keyOf: (item: T) => string): Map<string, T[]> {
+  const groups = new Map<string, T[]>();
+  for (const item of items) {
+    const key = keyOf(item);
+    const group = groups.get(key);
+    if (group) group.push(item);
+    else groups.set(key, [item]);
+  }
+  return groups;
 }
 
 function sum(values: readonly number[]): number {
