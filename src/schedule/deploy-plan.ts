@@ -310,12 +310,22 @@ function switchCheck(entry: ResolvedEntry, row: PlanRow, atMs: number): SwitchCh
   return { lastOldMs: lastOld, firstNewMs: firstNew, verdict: "ok", message: `no run skipped or doubled: the old timing last fires ${shown(lastOld)}, the new one first ${shown(firstNew)}` };
 }
 
+/** Old timings repeat across rows (a bulk retime): one calendar per timing, as validation shares them. */
+const oldCalendars = new Map<string, SlotCalendar | null>();
+
 function oldCalendar(identity: RowIdentity): SlotCalendar | null {
-  try {
-    return slotCalendar(parseCron(identity.cron), { timezone: identity.timezone });
-  } catch {
-    return null;
+  const timing = `${identity.cron}|${identity.timezone}`;
+  if (!oldCalendars.has(timing)) {
+    let calendar: SlotCalendar | null = null;
+    try {
+      calendar = slotCalendar(parseCron(identity.cron), { timezone: identity.timezone });
+    } catch {
+      // A key this version cannot read back (another release's cron grammar): the switch is reported as unknown.
+    }
+    if (oldCalendars.size >= 10_000) oldCalendars.clear();
+    oldCalendars.set(timing, calendar);
   }
+  return oldCalendars.get(timing) ?? null;
 }
 
 function groupBy<T>(items: readonly T[], keyOf: (item: T) => string): Map<string, T[]> {
