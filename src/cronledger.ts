@@ -186,10 +186,10 @@ export class Cronledger {
   /**
    * The deploy plan of this ledger's schedule (the new version's config) against the live ledger, workers and
    * jobs of its database: what is added, removed, retimed, overdue or carried over (src/schedule/deploy-plan.ts).
-   * Read-only. `at`: the switch instant (default: the database clock).
+   * Read-only. `at`: the switch instant (default: the database clock). No schema check: the plan of a release whose
+   * migrations have not run yet reads the live tables as they are (docs/decisions.md).
    */
   async plan(options: { at?: Date } = {}): Promise<DeployPlan> {
-    await this.ensureSchema();
     const entries = [...this.scheduler.entries, ...this.scheduler.choreEntries];
     const choreJobNames = new Set([REAP_JOB, PRUNE_JOB]);
     return readDeployPlan(this.database.db, { namespace: this.namespace, entries, choreJobNames, jobNames: new Set(this.jobs.keys()), atMs: options.at?.getTime(), graceMs: this.options.chores.ledgerGraceMs });

@@ -233,3 +233,17 @@ describe("cronledger plan against a live ledger", () => {
     expect(await tableDigests(old.database.db)).toEqual(before);
   });
 });
+
+describe("a ledger row's identity read back from its key", () => {
+  it("takes the parts from the right, so a job name may hold '|', and gives up on a key bounded to a digest", async () => {
+    const { identityOf } = await import("../src/schedule/deploy-plan.js");
+    const { entryIdentity, ledgerKey } = await import("../src/schedule/identity.js");
+    const key = ledgerKey("ns", entryIdentity({ jobName: "billing|eu", key: "nightly", canonicalCron: "0 2 * * *", timezone: "Europe/Berlin" }));
+    expect(identityOf("ns", key)).toEqual({ jobName: "billing|eu", entryKey: "nightly", cron: "0 2 * * *", timezone: "Europe/Berlin" });
+    expect(identityOf("ns", ledgerKey("ns", entryIdentity({ jobName: "a", key: undefined, canonicalCron: "* * * * *", timezone: "UTC" })))).toEqual({ jobName: "a", entryKey: undefined, cron: "* * * * *", timezone: "UTC" });
+    const long = ledgerKey("ns", entryIdentity({ jobName: "x".repeat(300), key: undefined, canonicalCron: "* * * * *", timezone: "UTC" }));
+    expect(long).toHaveLength(255);
+    expect(identityOf("ns", long)).toBeNull();
+    expect(identityOf("other", key)).toBeNull();
+  });
+});

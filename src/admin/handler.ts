@@ -1,5 +1,6 @@
 import { createHash, timingSafeEqual } from "node:crypto";
 import { ConfigError, CronledgerError, ERROR_HTTP_STATUS, InvalidFailureFilterError } from "../errors.js";
+import type { ResolvedEntry } from "../schedule/validate.js";
 import type { FailureFilter, FailurePage } from "../operators/failures.js";
 import type { CancelRequest, CancelledJob, RetryingJob } from "../operators/operations.js";
 import type { RetriedJob } from "../operators/retry-failed.js";
@@ -28,6 +29,8 @@ export interface AdminLedger extends EntryActionsLedger {
   cancelJob(id: number, request?: CancelRequest): Promise<CancelledJob>;
   /** Jobs waiting for a retry, soonest first. */
   retrying(options?: { limit?: number }): Promise<RetryingJob[]>;
+  /** The loaded schedule entries: the Schedule page lists each one's upcoming fire times; none without them. */
+  readonly entries?: readonly ResolvedEntry[];
 }
 
 export interface AdminHandlerOptions {
@@ -231,7 +234,7 @@ export function createAdminHandler(ledger: AdminLedger, options: AdminHandlerOpt
       // Strips only for the entries this page shows (PAGE_ENTRIES x PAGE_RUNS rows at most), read with the status itself.
       const runs = { limit: PAGE_RUNS, state: view.state, page: view.page, perPage: PAGE_ENTRIES };
       const [status, failures, retrying] = await Promise.all([ledger.status({ runs }), ledger.failures({ limit: pageFailures }), ledger.retrying({ limit: PAGE_RETRYING })]);
-      return new Response(renderSchedulePage(status, failures.failures, { ...view, retrying }), {
+      return new Response(renderSchedulePage(status, failures.failures, { ...view, retrying, upcoming: ledger.entries }), {
         status: 200,
         headers: { ...BASE_HEADERS, "content-type": "text/html; charset=utf-8", "content-security-policy": PAGE_CSP, "x-frame-options": "DENY" },
       });

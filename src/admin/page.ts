@@ -8,6 +8,8 @@ import type { RetryingJob } from "../operators/operations.js";
 import { redact } from "../redact.js";
 import { ENTRY_STATES, type EntryRun, type EntryState } from "../status/health.js";
 import { pageOf, type EntryProblem, type EntryStatus, type SchedulerStatus } from "../status/model.js";
+import type { ResolvedEntry } from "../schedule/validate.js";
+import { upcomingIndex, upcomingList, UPCOMING_STYLE } from "./page-upcoming.js";
 
 const HTML_ESCAPES: Readonly<Record<string, string>> = { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" };
 
@@ -53,6 +55,8 @@ export interface SchedulePageExtras {
   readonly notice?: string | null;
   /** Seconds between the page's own refreshes; 0 turns them off. */
   readonly refreshSeconds?: number;
+  /** The loaded entries: each row lists its upcoming fire times (src/admin/page-upcoming.ts). */
+  readonly upcoming?: readonly ResolvedEntry[];
 }
 
 /** Entries per page: the strip query and the HTML stay small whatever the size of the schedule. */
@@ -115,7 +119,7 @@ function lastSlot(entry: EntryStatus, now: Date): string {
   return `<span class="muted">not seen by a scheduler yet</span>`;
 }
 
-function entryRow(entry: EntryStatus, now: Date): string {
+function entryRow(entry: EntryStatus, now: Date, loaded?: ResolvedEntry): string {
   const classes = [entry.problems.length > 0 ? "broken" : "", entry.chore ? "chore" : "", `state-${entry.state}`].filter(Boolean).join(" ");
   return `<tr class="${classes}" data-identity="${escapeHtml(entry.identity)}" data-state="${entry.state}">
   <td data-label="Job"><strong>${escapeHtml(entry.jobName)}</strong>${entry.chore ? ` ${CHORE_BADGE}` : ""}<div class="identity">${escapeHtml(entry.identity)}</div></td>
@@ -123,7 +127,7 @@ function entryRow(entry: EntryStatus, now: Date): string {
   <td data-label="State">${stateBadge(entry.state)}<div class="reason">${escapeHtml(redact(entry.reason))}</div></td>
   <td data-label="Recent runs">${strip(entry.recentRuns)}</td>
   <td data-label="Last slot">${lastSlot(entry, now)}</td>
-  <td data-label="Next run">${instant(entry.nextRunAt, now)}</td>
+  <td data-label="Next run">${instant(entry.nextRunAt, now)}${upcomingList(loaded, now, escapeHtml)}</td>
 </tr>`;
 }
 
@@ -152,7 +156,8 @@ function entriesSection(status: SchedulerStatus, extras: SchedulePageExtras): st
   const shown = state === null ? status.entries : status.entries.filter((entry) => entry.state === state);
   if (status.entries.length === 0) return `<p class="muted">No schedule entries are loaded in this process.</p>`;
   const { items, page, pages } = pageOf(shown, extras.page ?? 1, PAGE_ENTRIES);
-  const rows = items.map((entry) => entryRow(entry, status.databaseNow)).join("\n");
+  const loaded = upcomingIndex(extras.upcoming);
+  const rows = items.map((entry) => entryRow(entry, status.databaseNow, loaded.get(entry.key))).join("\n");
   const pager =
     pages === 1
       ? ""
@@ -338,7 +343,7 @@ export function renderSchedulePage(status: SchedulerStatus, failures: readonly F
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="color-scheme" content="light dark">
 <title>Schedule · cronledger · ${escapeHtml(status.namespace)}</title>
-<style>${STYLE}</style>
+<style>${STYLE}${UPCOMING_STYLE}</style>
 </head>
 <body data-refresh="${refresh}">
 <h1>Schedule</h1>

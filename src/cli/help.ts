@@ -33,6 +33,7 @@ export function mainHelp(commands: readonly Command[], version: string): string 
     "Run `cronledger <command> --help` for a command's options. The database is the config's `database`,",
     "else DATABASE_URL, else the embedded PGlite database in ./.cronledger (one process only).",
     "",
-    "Deploy flow: `cronledger preflight` in CI (no database needed), `cronledger migrate` at deploy, then `cronledger worker`.",
+    "Deploy flow: `cronledger preflight` in CI (no database needed) and `cronledger plan` against the live database (read-only),\n" +
+      "`cronledger migrate` at deploy, then `cronledger worker`.",
   ].join("\n");
 }

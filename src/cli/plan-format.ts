@@ -57,7 +57,7 @@ function countLine(plan: DeployPlan): string {
 }
 
 export function verdict(plan: DeployPlan): string {
-  const retiring = plan.removed.length + plan.entries.filter((item) => item.row !== null && item.kind !== "unchanged").length;
+  const retiring = plan.removed.filter((item) => !item.chore).length + plan.entries.filter((item) => !item.chore && item.row !== null && item.kind !== "unchanged").length;
   const parts = [
     plan.retiresRows ? `retires ${plural(retiring, "ledger row")}` : null,
     plan.dropsJobNames ? `drops ${plural(plan.droppedJobNames.length, "job name")} (${plan.droppedJobNames.map((name) => name.jobName).join(", ")})` : null,
@@ -74,7 +74,7 @@ function planSections(plan: DeployPlan): Section[] {
     { title: "Added", items: changed.filter((item) => item.kind === "added").map((item) => added(item, plan)) },
     { title: "Retimed or re-keyed (the identity changes)", items: changed.filter((item) => item.kind !== "added").map((item) => retimed(item, plan)) },
     { title: "Removed", items: plan.removed.map((item) => removed(item)) },
-    { title: "Overdue on start", items: overdue.map((item) => overdueItem(item)) },
+    { title: "Overdue on start", items: overdue.map((item) => overdueItem(item, plan)) },
     { title: "Carried state", items: carried.map((item) => ({ head: `${name(item.entry)}`, details: carriedLines(item.row?.carried) })) },
     {
       title: "Job names no live worker registers yet (their jobs wait until the new workers start)",
@@ -153,14 +153,15 @@ function removed(item: RemovedRow): { head: string; details: string[] } {
   };
 }
 
-function overdueItem(item: PlanEntry): { head: string; details: string[] } {
+function overdueItem(item: PlanEntry, plan: DeployPlan): { head: string; details: string[] } {
   const overdue = item.overdue;
   if (overdue === null) return { head: name(item.entry), details: [] };
   const slot = `${localTime(item.entry.timezone, overdue.slotMs)} (${iso(overdue.slotMs)})`;
   const window = duration(item.entry.catchUpWindowMs);
+  const when = item.overdueAtMs !== null && item.overdueAtMs > plan.atMs ? `when its quarantine ends (${iso(item.overdueAtMs)})` : "on the first tick";
   const what = overdue.stale
-    ? `slot ${slot} is skipped as stale on the first tick (older than the catch-up window, ${window})`
-    : `slot ${slot} fires at once on the first tick (inside the catch-up window, ${window})`;
+    ? `slot ${slot} is skipped as stale ${when} (older than the catch-up window, ${window})`
+    : `slot ${slot} fires at once ${when} (inside the catch-up window, ${window})`;
   const passed = overdue.passedOver > 0 ? [`${plural(overdue.passedOver, "earlier missed slot")} ${overdue.passedOver === 1 ? "is" : "are"} passed over (only the latest due slot is handled)`] : [];
   return { head: name(item.entry), details: [what, ...passed, `then ${slotText(item.first)}`] };
 }

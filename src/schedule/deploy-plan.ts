@@ -7,7 +7,7 @@
  * the ones `cronledger next` prints and the pass fires. See docs/decisions.md,
  * "Upcoming slots and the deploy plan", for what each kind means.
  */
-import { readDeployState, type DeployLedgerRow, type DeployRead } from "../db/sql/deploy.js";
+import { readDeployState, type DeployJobGroup, type DeployLedgerRow, type DeployRead } from "../db/sql/deploy.js";
 import type { Executor } from "../db/executor.js";
 import { MAX_KEY_LENGTH } from "../keys.js";
 import { parseCron } from "./cron.js";
@@ -73,6 +73,8 @@ export interface PlanEntry {
   /** The first slot the new version fires after the overdue one, if any. */
   readonly first: UpcomingSlot | null;
   readonly overdue: Overdue | null;
+  /** When the overdue slot is handled: the switch, or the end of a quarantine that outlasts it. */
+  readonly overdueAtMs: number | null;
   readonly switchCheck: SwitchCheck | null;
   /** retimed/rekeyed: when the old row can be pruned at the earliest. */
   readonly retiresAtMs: number | null;
@@ -108,7 +110,7 @@ export interface DeployPlan {
   /** Job names the new config schedules that no live worker registers yet: their jobs wait until the new workers start. */
   readonly unservedJobNames: readonly string[];
   readonly liveWorkers: number;
-  /** The plan retires ledger rows (removed, retimed, re-keyed). */
+  /** The plan retires ledger rows of the application's entries (removed, retimed, re-keyed). */
   readonly retiresRows: boolean;
   readonly dropsJobNames: boolean;
 }
@@ -117,7 +119,7 @@ export interface DeployPlanInput {
   readonly namespace: string;
   /** The new config's entries, chores included. */
   readonly entries: readonly ResolvedEntry[];
-  /** Ledger keys of the chores among them (and the job names of chores): shown apart, never "needing approval" on their own. */
+  /** The job names of cronledger's chores: their entries are shown apart, always served, and never need approval on their own. */
   readonly choreJobNames: ReadonlySet<string>;
   /** Every job name the new config registers, chores included. */
   readonly jobNames: ReadonlySet<string>;
@@ -133,10 +135,13 @@ export function planDeploy(input: DeployPlanInput): DeployPlan {
   const { state } = input;
   const atMs = input.atMs ?? state.nowMs;
   const liveNames = new Set(state.workers.flatMap((worker) => worker.job_names));
-  const rows = state.rows.map((row) => planRow(row, input));
+  const jobsByKey = groupBy(state.jobs, (group) => group.schedule_key ?? "");
+  const rows = state.rows.map((row) => planRow(row, input, jobsByKey.get(row.key) ?? []));
   const rowsByKey = new Map(rows.map((row) => [row.key, row]));
-  const unmatched = new Set(rows.filter((row) => !input.entries.some((entry) => entry.ledgerKey === row.key)));
-  const retiresAt = (row: PlanRow) => Math.max(row.updatedMs, reportedMs(state, row.key), atMs) + input.graceMs;
+  const entryKeys = new Set(input.entries.map((entry) => entry.ledgerKey));
+  const unmatched = new Set(rows.filter((row) => !entryKeys.has(row.key)));
+  const reported = new Map(state.rows.map((row) => [row.key, row.reported_ms ?? Number.NEGATIVE_INFINITY]));
+  const retiresAt = (row: PlanRow) => Math.max(row.updatedMs, reported.get(row.key) ?? Number.NEGATIVE_INFINITY, atMs) + input.graceMs;
 
   const entries = input.entries.map((entry): PlanEntry => {
     const chore = input.choreJobNames.has(entry.jobName);
@@ -144,15 +149,18 @@ export function planDeploy(input: DeployPlanInput): DeployPlan {
     const served = chore || liveNames.has(entry.jobName);
     const own = rowsByKey.get(entry.ledgerKey);
     if (own) {
-      const overdue = overdueAt(entry, own.lastSlotMs, atMs);
+      // A quarantine that outlasts the switch holds the entry until it ends: the pass looks at it then.
+      const quarantineUntil = own.carried.quarantine?.untilMs ?? Number.NEGATIVE_INFINITY;
+      const firstLook = Math.max(atMs, quarantineUntil);
+      const overdue = overdueAt(entry, own.lastSlotMs, firstLook);
       const after = Math.max(own.lastSlotMs, overdue?.slotMs ?? Number.NEGATIVE_INFINITY);
-      const first = upcomingSlots(entry, atMs, 1, after).slots[0] ?? null;
-      return { kind: "unchanged", entry, chore, row: own, first, overdue, switchCheck: null, retiresAtMs: null, served };
+      const first = upcomingSlots(entry, firstLook, 1, after).slots[0] ?? null;
+      return { kind: "unchanged", entry, chore, row: own, first, overdue, overdueAtMs: overdue === null ? null : firstLook, switchCheck: null, retiresAtMs: null, served };
     }
     // A new identity: its row is created by the first pass, at that instant, so nothing before it fires.
     const first = upcomingSlots(entry, atMs, 1, atMs).slots[0] ?? null;
     const previous = predecessor(entry, unmatched);
-    if (!previous) return { kind: "added", entry, chore, row: null, first, overdue: null, switchCheck: null, retiresAtMs: null, served };
+    if (!previous) return { kind: "added", entry, chore, row: null, first, overdue: null, overdueAtMs: null, switchCheck: null, retiresAtMs: null, served };
     unmatched.delete(previous.row);
     return {
       kind: previous.kind,
@@ -161,6 +169,7 @@ export function planDeploy(input: DeployPlanInput): DeployPlan {
       row: previous.row,
       first,
       overdue: null,
+      overdueAtMs: null,
       switchCheck: switchCheck(entry, previous.row, atMs),
       retiresAtMs: retiresAt(previous.row),
       served,
@@ -192,13 +201,13 @@ export function planDeploy(input: DeployPlanInput): DeployPlan {
     droppedJobNames,
     unservedJobNames,
     liveWorkers: state.workers.length,
-    retiresRows: removed.length > 0 || entries.some((item) => item.kind === "retimed" || item.kind === "rekeyed"),
+    // A chore's row retiring (its cron changed in the config) is cronledger's own housekeeping: no person need approve it.
+    retiresRows: removed.some((item) => !item.chore) || entries.some((item) => !item.chore && (item.kind === "retimed" || item.kind === "rekeyed")),
     dropsJobNames: droppedJobNames.length > 0,
   };
 }
 
-function planRow(row: DeployLedgerRow, input: DeployPlanInput): PlanRow {
-  const groups = input.state.jobs.filter((group) => group.schedule_key === row.key);
+function planRow(row: DeployLedgerRow, input: DeployPlanInput, groups: readonly DeployJobGroup[]): PlanRow {
   const queued = sum(groups.map((group) => group.queued));
   const live = input.state.workers;
   const servedGroup = (name: string, queue: string) => live.some((worker) => worker.job_names.includes(name) && worker.queues.includes(queue));
@@ -261,8 +270,8 @@ export function overdueAt(entry: ResolvedEntry, ledgerMs: number, atMs: number):
 
 /**
  * Whether switching from the old row's timing to the entry's at `atMs`
- * skips or doubles a run. The old version is assumed to fire its slots up
- * to the switch and the new one from it (never retroactively). Doubled: the
+ * skips or doubles a run, judged on the two timings: the old version fires
+ * its slots up to the switch and the new one from it (never retroactively). Doubled: the
  * last old run and the first new one are closer than half a period of
  * either timing; skipped: they are further apart than one and a half of the
  * longer period.
@@ -272,7 +281,8 @@ function switchCheck(entry: ResolvedEntry, row: PlanRow, atMs: number): SwitchCh
   const firstNew = entry.calendar.nextMs(atMs);
   const old = row.identity === null ? null : oldCalendar(row.identity);
   if (old === null) return { lastOldMs: row.lastSlotMs, firstNewMs: firstNew, verdict: "unknown", message: "the old timing cannot be read back from its ledger key (bounded to a digest): check the switch by hand" };
-  const lastOld = Math.max(row.lastSlotMs, old.latestMs(atMs) ?? Number.NEGATIVE_INFINITY);
+  // The old timing's last slot before the switch (its row's value may be a creation instant, not a slot).
+  const lastOld = old.latestMs(atMs) ?? row.lastSlotMs;
   const oldNext = old.nextMs(atMs);
   const newPrevious = entry.calendar.latestMs(atMs);
   if (firstNew === null) return { lastOldMs: lastOld, firstNewMs: null, verdict: "skipped", message: "the new timing never fires" };
@@ -300,16 +310,33 @@ function switchCheck(entry: ResolvedEntry, row: PlanRow, atMs: number): SwitchCh
   return { lastOldMs: lastOld, firstNewMs: firstNew, verdict: "ok", message: `no run skipped or doubled: the old timing last fires ${shown(lastOld)}, the new one first ${shown(firstNew)}` };
 }
 
+/** Old timings repeat across rows (a bulk retime): one calendar per timing, as validation shares them. */
+const oldCalendars = new Map<string, SlotCalendar | null>();
+
 function oldCalendar(identity: RowIdentity): SlotCalendar | null {
-  try {
-    return slotCalendar(parseCron(identity.cron), { timezone: identity.timezone });
-  } catch {
-    return null;
+  const timing = `${identity.cron}|${identity.timezone}`;
+  if (!oldCalendars.has(timing)) {
+    let calendar: SlotCalendar | null = null;
+    try {
+      calendar = slotCalendar(parseCron(identity.cron), { timezone: identity.timezone });
+    } catch {
+      // A key this version cannot read back (another release's cron grammar): the switch is reported as unknown.
+    }
+    if (oldCalendars.size >= 10_000) oldCalendars.clear();
+    oldCalendars.set(timing, calendar);
   }
+  return oldCalendars.get(timing) ?? null;
 }
 
-function reportedMs(state: DeployRead, key: string): number {
-  return state.rows.find((row) => row.key === key)?.reported_ms ?? Number.NEGATIVE_INFINITY;
+function groupBy<T>(items: readonly T[], keyOf: (item: T) => string): Map<string, T[]> {
+  const groups = new Map<string, T[]>();
+  for (const item of items) {
+    const key = keyOf(item);
+    const group = groups.get(key);
+    if (group) group.push(item);
+    else groups.set(key, [item]);
+  }
+  return groups;
 }
 
 function sum(values: readonly number[]): number {

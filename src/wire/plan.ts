@@ -34,7 +34,7 @@ export interface PlanEntryDocument {
   /** unchanged: its own row; retimed/rekeyed: the old identity's row, which retires. */
   readonly row: PlanRowDocument | null;
   readonly first: UpcomingSlotDocument | null;
-  readonly overdue: { readonly slot: string; readonly stale: boolean; readonly passed_over: number } | null;
+  readonly overdue: { readonly slot: string; readonly stale: boolean; readonly passed_over: number; readonly handled_at: string } | null;
   readonly switch: { readonly last_old: string | null; readonly first_new: string | null; readonly verdict: string; readonly message: string } | null;
   readonly retires_at: string | null;
 }
@@ -102,7 +102,7 @@ function entryDocument(item: PlanEntry): PlanEntryDocument {
     served: item.served,
     row: item.row === null ? null : rowDocument(item.row),
     first: item.first === null ? null : upcomingSlotDocument(item.first),
-    overdue: item.overdue === null ? null : { slot: date(item.overdue.slotMs), stale: item.overdue.stale, passed_over: item.overdue.passedOver },
+    overdue: item.overdue === null ? null : { slot: date(item.overdue.slotMs), stale: item.overdue.stale, passed_over: item.overdue.passedOver, handled_at: date(item.overdueAtMs ?? item.overdue.slotMs) },
     switch:
       item.switchCheck === null
         ? null

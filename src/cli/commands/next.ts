@@ -16,7 +16,8 @@ export const next: Command = {
   details:
     "Reads the config only (no database): the same calendar the ticker fires by. Name entries by their `key`, job name or\n" +
     "identity; none names every entry. Notes: a wall time a DST change skips (the slot shifted, and to when), a repeated\n" +
-    "hour (fires once or twice, and which), the jitter range, a catch-up window shorter than the gap between slots.",
+    "hour (fires once or twice, and which), the jitter range, a catch-up window shorter than the gap between slots.\n" +
+    "Invalid entries are reported on stderr and left out (`cronledger preflight` checks them).",
   argument: { name: "[KEY...]", description: "entries to show, by key, job name or identity (default: all)", many: true },
   options: [
     CONFIG_OPTION,

@@ -5,7 +5,6 @@ import { planDocument } from "../../wire/plan.js";
 import { instantOption, UsageError, type ParsedArgs } from "../args.js";
 import { CONFIG_OPTION, JSON_OPTION, stderrLogger, type Command } from "../command.js";
 import { requireConfigFile } from "../load-config.js";
-import { assertMigrated } from "../open-ledger.js";
 import { planLines, type PlanStyle } from "../plan-format.js";
 import { checkConfigFile, printGithub, printText, problemLines, verdict } from "./preflight.js";
 
@@ -44,7 +43,6 @@ export const plan: Command = {
     const ledger = createCronledger({ ...config, invalidEntries: "quarantine", logger: config.logger ?? stderrLogger(io) });
     let result;
     try {
-      await assertMigrated(ledger);
       result = await ledger.plan(atMs === undefined ? {} : { at: new Date(atMs) });
     } finally {
       await ledger.close();

@@ -63,10 +63,14 @@ export async function readDeployState(executor: Executor, namespace: string): Pr
           'key', ${s.key}, 'job_name', ${s.jobName}, 'slot_ms', ${epochMs(s.lastEnqueuedSlot)}, 'created_ms', ${epochMs(s.createdAt)},
           'updated_ms', ${epochMs(s.updatedAt)}, 'quarantined_until_ms', ${epochMs(s.quarantinedUntil)}, 'quarantine_reason', ${s.quarantineReason},
           'quarantine_count', ${s.quarantineCount}, 'paused_ms', ${epochMs(s.pausedAt)}, 'paused_by', ${s.pausedBy}, 'paused_note', ${s.pausedNote},
-          'reported_ms', (select ${epochMs(sql`max(${v.reportedAt})`)} from ${scheduleVersions}
-                          where ${v.namespace} = ${namespace} and ${s.key} = any(${v.ledgerKeys}))
+          'reported_ms', r.reported_ms
         ) order by ${s.key})::text
-        from ${scheduleState} where ${s.namespace} = ${namespace}) as rows,
+        from ${scheduleState}
+        -- Each key's latest report, from one pass over the versions (not one per row).
+        left join (select k.key, ${epochMs(sql`max(${v.reportedAt})`)} as reported_ms
+                   from ${scheduleVersions}, unnest(${v.ledgerKeys}) as k(key) where ${v.namespace} = ${namespace} group by k.key) as r
+          on r.key = ${s.key}
+        where ${s.namespace} = ${namespace}) as rows,
       (select json_agg(json_build_object('id', ${w.id}, 'job_names', ${w.jobNames}, 'queues', ${w.queues}) order by ${w.id})::text
         from ${workers}
         where ${w.namespace} = ${namespace} and ${w.heartbeatAt} >= now() - ${w.leaseMs} * interval '1 millisecond') as workers,
