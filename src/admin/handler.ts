@@ -1,7 +1,7 @@
 import { createHash, timingSafeEqual } from "node:crypto";
 import { ConfigError, CronledgerError, ERROR_HTTP_STATUS, InvalidFailureFilterError } from "../errors.js";
 import type { FailureFilter, FailurePage } from "../operators/failures.js";
-import type { CancelRequest, CancelledJob, RetryingJob } from "../operators/operations.js";
+import type { CancelRequest, CancelledJob, RetryingJob, RunningJob } from "../operators/operations.js";
 import type { RetriedJob } from "../operators/retry-failed.js";
 import type { Logger } from "../log.js";
 import { logFailure } from "../db/log-failure.js";
@@ -10,7 +10,8 @@ import type { SchedulerStatus, StatusOptions } from "../status/model.js";
 import { cancelledDocument, errorDocument, failuresDocument, retriedDocument } from "../wire/jobs.js";
 import { statusDocument } from "../wire/status.js";
 import type { CronledgerMetrics } from "./metrics.js";
-import { PAGE_ENTRIES, PAGE_SCRIPT_HASH, renderSchedulePage } from "./page.js";
+import { PAGE_ENTRIES, PAGE_SCRIPT_HASH, renderSchedulePage, STYLE } from "./page.js";
+import { renderStopConfirmation } from "./page-running.js";
 
 export type AdminHandler = (request: Request) => Promise<Response>;
 
@@ -27,6 +28,8 @@ export interface AdminLedger {
   cancelJob(id: number, request?: CancelRequest): Promise<CancelledJob>;
   /** Jobs waiting for a retry, soonest first. */
   retrying(options?: { limit?: number }): Promise<RetryingJob[]>;
+  /** Running jobs, longest-running first (with `id`: that job, if it runs). */
+  running(options?: { limit?: number; id?: number }): Promise<RunningJob[]>;
 }
 
 export interface AdminHandlerOptions {
@@ -56,6 +59,10 @@ const ACTION_PATH = /^\/admin\/scheduler\/jobs\/([^/]+)\/(retry|cancel)$/;
 /** How many runs each entry's strip shows, and how many jobs waiting for a retry the page lists. */
 const PAGE_RUNS = 20;
 const PAGE_RETRYING = 20;
+/** Running jobs the page lists (longest-running first). */
+const PAGE_RUNNING = 20;
+/** The page that confirms a stop (src/admin/page-running.ts). */
+const STOP_PAGE_PATH = /^\/admin\/scheduler\/jobs\/(\d{1,15})\/stop$/;
 
 const BASE_SEGMENT = /^[A-Za-z0-9._~-]+$/;
 
@@ -83,6 +90,14 @@ function json(status: number, body: unknown, headers: Record<string, string> = {
   return new Response(`${JSON.stringify(body, null, 2)}\n`, {
     status,
     headers: { ...BASE_HEADERS, "content-type": "application/json; charset=utf-8", ...headers },
+  });
+}
+
+/** An admin page: HTML under the page's CSP, never framed. */
+function html(body: string): Response {
+  return new Response(body, {
+    status: 200,
+    headers: { ...BASE_HEADERS, "content-type": "text/html; charset=utf-8", "content-security-policy": PAGE_CSP, "x-frame-options": "DENY" },
   });
 }
 
@@ -228,11 +243,19 @@ export function createAdminHandler(ledger: AdminLedger, options: AdminHandlerOpt
       const view = pageView(params);
       // Strips only for the entries this page shows (PAGE_ENTRIES x PAGE_RUNS rows at most), read with the status itself.
       const runs = { limit: PAGE_RUNS, state: view.state, page: view.page, perPage: PAGE_ENTRIES };
-      const [status, failures, retrying] = await Promise.all([ledger.status({ runs }), ledger.failures({ limit: pageFailures }), ledger.retrying({ limit: PAGE_RETRYING })]);
-      return new Response(renderSchedulePage(status, failures.failures, { ...view, retrying }), {
-        status: 200,
-        headers: { ...BASE_HEADERS, "content-type": "text/html; charset=utf-8", "content-security-policy": PAGE_CSP, "x-frame-options": "DENY" },
-      });
+      const [status, failures, retrying, running] = await Promise.all([
+        ledger.status({ runs }),
+        ledger.failures({ limit: pageFailures }),
+        ledger.retrying({ limit: PAGE_RETRYING }),
+        ledger.running({ limit: PAGE_RUNNING }),
+      ]);
+      return html(renderSchedulePage(status, failures.failures, { ...view, retrying, running }));
+    }
+    const stopPage = STOP_PAGE_PATH.exec(path);
+    if (stopPage && method === "GET") {
+      const id = Number(stopPage[1]);
+      const [job] = await ledger.running({ limit: 1, id });
+      return html(renderStopConfirmation(id, job, new Date(), STYLE));
     }
     if (path === "/metrics") {
       if (ledger.metrics === null) return problem(404, "metrics_disabled", "This ledger was created with metrics: false.");

@@ -14,14 +14,36 @@ export interface NodeListenerOptions {
   readonly onError?: (error: unknown) => void;
 }
 
-/** The admin API takes no request bodies, so none is read: a client cannot make the server buffer one. */
-function toRequest(message: IncomingMessage, fallbackHost: string): Request {
+/**
+ * The largest request body read: a cancel's reason (a form field or `{"reason": ...}`) is the only body the
+ * admin API takes. A longer one is refused (413) as soon as it passes this, so a client cannot make the
+ * server buffer more.
+ */
+export const MAX_BODY_BYTES = 4_096;
+
+/** Reads a POST's body up to MAX_BODY_BYTES; null when it is longer. Other methods have none. */
+async function readBody(message: IncomingMessage): Promise<Buffer | null | undefined> {
+  if (message.method !== "POST") return undefined;
+  const declared = Number(message.headers["content-length"] ?? "0");
+  if (declared > MAX_BODY_BYTES) return null;
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of message as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > MAX_BODY_BYTES) return null;
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks);
+}
+
+function toRequest(message: IncomingMessage, fallbackHost: string, body: Buffer | undefined): Request {
   const headers = new Headers();
   for (const [name, value] of Object.entries(message.headers)) {
     if (value === undefined) continue;
     for (const item of Array.isArray(value) ? value : [value]) headers.append(name, item);
   }
-  return new Request(new URL(message.url ?? "/", `http://${message.headers.host ?? fallbackHost}`), { method: message.method ?? "GET", headers });
+  const url = new URL(message.url ?? "/", `http://${message.headers.host ?? fallbackHost}`);
+  return new Request(url, { method: message.method ?? "GET", headers, ...(body === undefined || body.length === 0 ? {} : { body: new Uint8Array(body) }) });
 }
 
 async function send(response: Response, out: ServerResponse, head: boolean): Promise<void> {
@@ -44,15 +66,22 @@ async function send(response: Response, out: ServerResponse, head: boolean): Pro
 export function toNodeListener(handler: AdminHandler, options: NodeListenerOptions = {}): NodeListener {
   const fallbackHost = options.defaultHost ?? "host.invalid";
   return (message, out) => {
-    let request: Request;
-    try {
-      request = toRequest(message, fallbackHost);
-    } catch {
-      out.writeHead(400, { "content-type": "text/plain" }).end("bad request\n");
-      return;
-    }
-    handler(request)
-      .then((response) => send(response, out, message.method === "HEAD"))
+    readBody(message)
+      .then((body) => {
+        if (body === null) {
+          // The rest is never read; the connection closes once the answer is sent.
+          out.writeHead(413, { "content-type": "text/plain", connection: "close" }).end("request body too large\n");
+          return undefined;
+        }
+        let request: Request;
+        try {
+          request = toRequest(message, fallbackHost, body);
+        } catch {
+          out.writeHead(400, { "content-type": "text/plain" }).end("bad request\n");
+          return undefined;
+        }
+        return handler(request).then((response) => send(response, out, message.method === "HEAD"));
+      })
       .catch((error: unknown) => {
         options.onError?.(error);
         if (!out.headersSent) out.writeHead(500, { "content-type": "text/plain" });

@@ -1,7 +1,7 @@
 import type { Database } from "../db/connection.js";
 import { reapStaleJobs, type ReapCounts } from "../db/sql/jobs.js";
 import { ensureHistoryPartitions, pruneHistory } from "../db/sql/partitions.js";
-import { cancelJob, entryRuns, jobCounts, readyJobStats, retryingJobs, type EntryRunRow } from "../db/sql/operators.js";
+import { cancelJob, entryRuns, jobCounts, readyJobStats, retryingJobs, runningJobs, type EntryRunRow } from "../db/sql/operators.js";
 import { failUnregisteredJobs, jobsWaitingForWorker, pruneWorkers } from "../db/sql/workers.js";
 import type { Duration } from "../duration.js";
 import { JobNotCancellableError, JobNotFoundError } from "../errors.js";
@@ -90,6 +90,23 @@ export interface RetryingJob {
   readonly retryOverride: string | null;
 }
 
+/** A running job, as an operator who may stop it sees it. Never its payload. */
+export interface RunningJob {
+  readonly id: number;
+  readonly jobType: string;
+  readonly queue: string;
+  readonly attempts: number;
+  readonly maxAttempts: number;
+  readonly startedAt: Date | null;
+  readonly heartbeatAt: Date | null;
+  /** The worker running it (`host:pid:random`). */
+  readonly worker: string | null;
+  readonly scheduledFor: Date | null;
+  readonly scheduleKey: string | null;
+  /** The stop request on it, once asked (`cancelJob`); its handler is being stopped. */
+  readonly stop: { readonly requestedAt: Date; readonly requestedBy: string; readonly reason: string | null } | null;
+}
+
 /** What `reap()` did: jobs returned to the queue, and jobs failed because their lost attempt was their last. */
 export type ReapReport = Pick<ReapCounts, "requeued" | "failed">;
 
@@ -154,6 +171,26 @@ export class Operations {
     }
     if (row.status === "cancelled") return { ...base, was: "cancelled", cancelled: false };
     throw new JobNotCancellableError(id, row.status);
+  }
+
+  /** Running jobs, longest-running first (what the page's Stop buttons are for); with `id`, that job alone if it runs. */
+  async running(limit: number, id?: number): Promise<RunningJob[]> {
+    return (await runningJobs(this.db, { limit, ...(id === undefined ? {} : { id }) })).map((row) => ({
+      id: row.id,
+      jobType: row.job_name,
+      queue: row.queue,
+      attempts: row.attempts,
+      maxAttempts: row.max_attempts,
+      startedAt: row.started_at_ms === null ? null : new Date(row.started_at_ms),
+      heartbeatAt: row.heartbeat_at_ms === null ? null : new Date(row.heartbeat_at_ms),
+      worker: row.locked_by,
+      scheduledFor: row.scheduled_for_ms === null ? null : new Date(row.scheduled_for_ms),
+      scheduleKey: row.schedule_key,
+      stop:
+        row.stop_requested_at_ms === null
+          ? null
+          : { requestedAt: new Date(row.stop_requested_at_ms), requestedBy: row.stop_requested_by ?? "unknown", reason: row.stop_reason === null ? null : redact(row.stop_reason) },
+    }));
   }
 
   /** Jobs waiting for a retry, soonest first, errors redacted. */
