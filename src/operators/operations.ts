@@ -13,6 +13,9 @@ import { redact } from "../redact.js";
 import { listFailures, type FailureFilter, type FailurePage } from "./failures.js";
 import { retryFailedJob, type RetriedJob } from "./retry-failed.js";
 
+/** Longest `by` and `reason` of a stop request kept. */
+const MAX_STOP_TEXT = 500;
+
 /** A worker row whose heartbeat is this old belongs to a worker that died without stopping: the prune chore removes it. */
 export const DEAD_WORKER_MS = 3_600_000;
 
@@ -155,11 +158,13 @@ export class Operations {
    * repeat changes nothing and says so; a finished job cannot be cancelled.
    */
   async cancel(id: number, request: CancelRequest = {}): Promise<CancelledJob> {
-    const by = request.by ?? "api";
-    let row = await cancelJob(this.db, id, { by, reason: request.reason ?? null });
+    // Bounded like every stored reason: it is shown on the page and handed to the handler, not a document store.
+    const by = (request.by ?? "api").slice(0, MAX_STOP_TEXT);
+    const reason = request.reason === undefined || request.reason.trim() === "" ? null : request.reason.trim().slice(0, MAX_STOP_TEXT);
+    let row = await cancelJob(this.db, id, { by, reason });
     // Queued or running in the statement's snapshot, yet neither cancelled nor asked to stop: it was claimed or finished meanwhile; look again.
     for (let again = 0; again < 3 && row !== undefined && !row.cancelled && row.stop_requested_at_ms === null && (row.status === "queued" || row.status === "running"); again += 1) {
-      row = await cancelJob(this.db, id, { by, reason: request.reason ?? null });
+      row = await cancelJob(this.db, id, { by, reason });
     }
     if (row === undefined) throw new JobNotFoundError(id);
     const base = { id, jobName: row.job_name, attempts: row.attempts, maxAttempts: row.max_attempts, stop: null };
