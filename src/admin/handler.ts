@@ -1,5 +1,5 @@
 import { createHash, timingSafeEqual } from "node:crypto";
-import { ConfigError, CronledgerError, ERROR_HTTP_STATUS, InvalidFailureFilterError } from "../errors.js";
+import { ConfigError, CronledgerError, ERROR_HTTP_STATUS, InvalidArgumentError, InvalidFailureFilterError } from "../errors.js";
 import type { FailureFilter, FailurePage } from "../operators/failures.js";
 import type { CancelRequest, CancelledJob, RetryingJob, RunningJob } from "../operators/operations.js";
 import type { RetriedJob } from "../operators/retry-failed.js";
@@ -7,6 +7,8 @@ import type { Logger } from "../log.js";
 import { logFailure } from "../db/log-failure.js";
 import { ENTRY_STATES, type EntryState } from "../status/health.js";
 import type { SchedulerStatus, StatusOptions } from "../status/model.js";
+import type { BackfillOptions, BackfillResult } from "../schedule/backfill.js";
+import { backfillDocument } from "../wire/backfill.js";
 import { cancelledDocument, errorDocument, failuresDocument, retriedDocument } from "../wire/jobs.js";
 import { statusDocument } from "../wire/status.js";
 import type { CronledgerMetrics } from "./metrics.js";
@@ -28,6 +30,8 @@ export interface AdminLedger {
   cancelJob(id: number, request?: CancelRequest): Promise<CancelledJob>;
   /** Jobs waiting for a retry, soonest first. */
   retrying(options?: { limit?: number }): Promise<RetryingJob[]>;
+  /** Enqueues (or, dry, lists) one job per missed slot of an entry in a range (src/schedule/backfill.ts). */
+  backfill(entry: string, options: BackfillOptions): Promise<BackfillResult>;
   /** Running jobs, longest-running first (with `id`: that job, if it runs). */
   running(options?: { limit?: number; id?: number }): Promise<RunningJob[]>;
 }
@@ -62,6 +66,8 @@ const PAGE_RETRYING = 20;
 /** Running jobs the page lists (longest-running first). */
 const PAGE_RUNNING = 20;
 /** The page that confirms a stop (src/admin/page-running.ts). */
+/** An operator's backfill of one entry (its key, job name, identity or ledger key, URL-encoded). */
+const BACKFILL_PATH = /^\/admin\/scheduler\/entries\/([^/]+)\/backfill$/;
 const STOP_PAGE_PATH = /^\/admin\/scheduler\/jobs\/(\d{1,15})\/stop$/;
 
 const BASE_SEGMENT = /^[A-Za-z0-9._~-]+$/;
@@ -180,6 +186,24 @@ async function cancelReason(request: Request): Promise<{ reason?: string }> {
   return typeof value === "string" && value.trim() !== "" ? { reason: value.trim().slice(0, MAX_REASON_LENGTH) } : {};
 }
 
+/** A backfill's JSON body: `from`, `to` (ISO instants with offset or Z), optional `dry_run`, `max`, `latest`, `force`. */
+async function backfillOptions(request: Request): Promise<BackfillOptions> {
+  let body: Record<string, unknown>;
+  try {
+    body = (await request.json()) as Record<string, unknown>;
+  } catch {
+    throw new InvalidArgumentError('Send the backfill as JSON: {"from": "2026-05-01T00:00:00Z", "to": "2026-05-02T00:00:00Z", "dry_run": true}.');
+  }
+  const { from, to, dry_run: dryRun, max, latest, force } = body ?? {};
+  if (typeof from !== "string" || typeof to !== "string") throw new InvalidArgumentError("A backfill needs `from` and `to`, ISO 8601 instants with offset or Z.");
+  const flag = (value: unknown, name: string) => {
+    if (value !== undefined && typeof value !== "boolean") throw new InvalidArgumentError(`\`${name}\` must be true or false.`);
+    return value === true;
+  };
+  if (max !== undefined && (typeof max !== "number" || !Number.isInteger(max) || max < 1)) throw new InvalidArgumentError("`max` must be a positive integer.");
+  return { from, to, dryRun: flag(dryRun, "dry_run"), latest: flag(latest, "latest"), force: flag(force, "force"), ...(max === undefined ? {} : { max }) };
+}
+
 function failureFilter(params: URLSearchParams): FailureFilter {
   const limit = params.get("limit");
   const jobType = params.get("job_type");
@@ -289,6 +313,12 @@ export function createAdminHandler(ledger: AdminLedger, options: AdminHandlerOpt
         }
         throw error;
       }
+    }
+    const backfill = BACKFILL_PATH.exec(path);
+    if (backfill) {
+      if (method !== "POST") return problem(405, "method_not_allowed", "Use POST.", { allow: "POST" });
+      if (crossSite(request)) return problem(403, "cross_site", "Cross-site requests cannot backfill entries.");
+      return json(200, backfillDocument(await ledger.backfill(decodeURIComponent(backfill[1] ?? ""), await backfillOptions(request))));
     }
     return problem(404, "not_found", "No such admin route.");
   };
