@@ -18,7 +18,7 @@ import { jobRegistry } from "./jobs/registry.js";
 import { Worker, type WorkerDependencies, type WorkSummary } from "./jobs/worker.js";
 import { workerStore } from "./jobs/worker-deps.js";
 import type { FailureFilter, FailurePage } from "./operators/failures.js";
-import { Operations, type CancelRequest, type CancelledJob, type EntryPauseResult, type ReapReport, type RetryingJob, type WaitingForWorker } from "./operators/operations.js";
+import { Operations, type CancelRequest, type CancelledJob, type EntryPauseResult, type RunningJob, type ReapReport, type RetryingJob, type WaitingForWorker } from "./operators/operations.js";
 import type { RetriedJob } from "./operators/retry-failed.js";
 import { consoleLogger, type Logger } from "./log.js";
 import { adaptLogger } from "./logger-adapter.js";
@@ -262,6 +262,11 @@ export class Cronledger {
     const found = findEntry(this.entries, entry);
     await this.ensureSchema();
     return this.operations.resume({ identity: found.identity, key: found.ledgerKey, jobName: found.jobName }, options.by ?? "api");
+  }
+
+  /** Running jobs, longest-running first, with any stop request on them (what a running job's `cancelJob` is for). */
+  async running(options: { limit?: number; id?: number } = {}): Promise<RunningJob[]> {
+    return this.operations.running(options.limit ?? 50, options.id);
   }
 
   /** Jobs waiting for a retry after a failed attempt, soonest first (what `cancelJob` is usually for). */

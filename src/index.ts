@@ -9,7 +9,7 @@ export type { WaitingForWorker } from "./operators/operations.js";
 export { ENTRY_STATES, entryHealth, lateToleranceMs } from "./status/health.js";
 export type { EntryHealth, HealthInput } from "./status/health.js";
 export type { InvalidEntriesMode } from "./options.js";
-export type { CancelledJob, CancelRequest, EntryPauseResult, RetryingJob } from "./operators/operations.js";
+export type { CancelledJob, CancelRequest, EntryPauseResult, RetryingJob, RunningJob } from "./operators/operations.js";
 export type { RetryOverride } from "./jobs/retry-override.js";
 export { defineConfig } from "./config.js";
 export type { CronledgerConfig } from "./config.js";

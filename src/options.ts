@@ -8,7 +8,7 @@ import type { CronledgerHooks } from "./events.js";
 import { isJobDefinition, type JobDefinition } from "./jobs/define-job.js";
 import { maxPayloadBytesSchema } from "./jobs/payload-limit.js";
 import { DEFAULT_LEASE_MS } from "./jobs/work-options.js";
-import { DEFAULT_STOP_GRACE_MS } from "./jobs/worker.js";
+import { DEFAULT_STOP_GRACE_MS } from "./jobs/stops.js";
 import type { Logger } from "./log.js";
 import { duration, object, parseOptions, positiveInteger, type Check, type OptionShape, type Takes } from "./option-schema.js";
 import { choresSchema, type ChoresSetting } from "./runtime/chore-options.js";

@@ -3,6 +3,7 @@
 import { fileURLToPath } from "node:url";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createAdminHandler } from "../src/admin/handler.js";
 import { createCronledger, type Cronledger } from "../src/cronledger.js";
 import { query } from "../src/db/connection.js";
 import { BackfillTooLargeError, EntryNotFoundError, InvalidArgumentError } from "../src/errors.js";
@@ -169,6 +170,28 @@ describe("backfill against PostgreSQL", () => {
     expect(runs.map((schedule) => [iso(schedule.slot.getTime()), schedule.backfilled])).toEqual(perSlot.map((row) => [row.slot, row.backfilled === 1]));
     expect(runs[0]).toMatchObject({ entryKey: "bf-report", backfilled: true });
   }, 180_000);
+
+  it("backfills through the admin HTTP API, in the same document as the CLI's", async () => {
+    const token = "backfill-test-token-0123456789";
+    const handler = createAdminHandler(ledger, { token });
+    const post = async (entry: string, body: unknown) => {
+      const response = await handler(
+        new Request(`http://localhost/admin/scheduler/entries/${encodeURIComponent(entry)}/backfill`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+          body: JSON.stringify(body),
+        }),
+      );
+      return { status: response.status, body: (await response.json()) as Record<string, unknown> };
+    };
+    // 08:00-08:20: before the entry was first seen, so behind its ledger and never fired.
+    const range = { from: iso(at("08:00")), to: iso(at("08:20")) };
+    expect(await post("bf-report", { ...range, dry_run: true })).toMatchObject({ status: 200, body: { version: 1, dry_run: true, enqueued: 3, existing: 0 } });
+    expect(await post("bf-report", range)).toMatchObject({ status: 200, body: { dry_run: false, enqueued: 3 } });
+    expect(await post("bf-report", range)).toMatchObject({ status: 200, body: { enqueued: 0, existing: 3 } });
+    expect(await post("bf-reprot", range)).toMatchObject({ status: 404, body: { error: "entry_not_found" } });
+    expect(await post("bf-report", { from: range.from })).toMatchObject({ status: 400, body: { error: "invalid_argument" } });
+  });
 
   it("names an unknown entry with a did-you-mean, and refuses instants without an offset", async () => {
     await expect(ledger.backfill("bf-reprot", { from: iso(START), to: iso(START) })).rejects.toThrow(EntryNotFoundError);

@@ -111,6 +111,7 @@ describe("one wire format for the CLI's --json and the HTTP API", () => {
       await cli("failures"),
       await cli("tick", "--once", "--config", CONFIG),
       (await (await get("/admin/scheduler/jobs/987654321/retry", { method: "POST" })).json()) as Record<string, unknown>,
+      await cli("backfill", yearly.name, "--from", "2020-01-01T00:00:00Z", "--to", "2022-01-01T00:00:00Z", "--dry-run", "--config", CONFIG),
     ];
     const keys = (value: unknown): string[] =>
       Array.isArray(value) ? value.flatMap(keys) : typeof value === "object" && value !== null ? Object.entries(value).flatMap(([key, inner]) => [key, ...keys(inner)]) : [];
@@ -121,5 +122,6 @@ describe("one wire format for the CLI's --json and the HTTP API", () => {
       for (const key of keys(fields)) expect(key).toMatch(/^[a-z][a-z0-9]*(_[a-z0-9]+)*$/);
     }
     expect(documents[3]).toEqual({ version: 1, error: "job_not_found", message: expect.stringContaining("987654321") });
+    expect(documents[4]).toMatchObject({ job: yearly.name, dry_run: true, enqueued: 3, slots: [expect.objectContaining({ slot: "2020-01-01T00:00:00.000Z", outcome: "would_enqueue" }), {}, {}] });
   });
 });

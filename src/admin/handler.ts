@@ -1,18 +1,24 @@
+// The admin API as one web-standard handler: authentication, routing and every route's answer. A little
+// over 350 lines because the routes share the token check, the error mapping and the wire documents; the
+// page's markup lives in page.ts and its parts beside it.
 import { createHash, timingSafeEqual } from "node:crypto";
-import { ConfigError, CronledgerError, ERROR_HTTP_STATUS, InvalidFailureFilterError } from "../errors.js";
+import { ConfigError, CronledgerError, ERROR_HTTP_STATUS, InvalidArgumentError, InvalidFailureFilterError } from "../errors.js";
 import type { ResolvedEntry } from "../schedule/validate.js";
 import type { FailureFilter, FailurePage } from "../operators/failures.js";
-import type { CancelRequest, CancelledJob, RetryingJob } from "../operators/operations.js";
+import type { CancelRequest, CancelledJob, RetryingJob, RunningJob } from "../operators/operations.js";
 import type { RetriedJob } from "../operators/retry-failed.js";
 import type { Logger } from "../log.js";
 import { logFailure } from "../db/log-failure.js";
 import { ENTRY_STATES, type EntryState } from "../status/health.js";
 import type { SchedulerStatus, StatusOptions } from "../status/model.js";
+import type { BackfillOptions, BackfillResult } from "../schedule/backfill.js";
+import { backfillDocument } from "../wire/backfill.js";
 import { cancelledDocument, errorDocument, failuresDocument, retriedDocument } from "../wire/jobs.js";
 import { statusDocument } from "../wire/status.js";
 import { ENTRY_ACTION_PATH, entryActionNotice, runEntryAction, type EntryActionsLedger } from "./entry-actions.js";
 import type { CronledgerMetrics } from "./metrics.js";
-import { PAGE_ENTRIES, PAGE_SCRIPT_HASH, renderSchedulePage } from "./page.js";
+import { PAGE_ENTRIES, PAGE_SCRIPT_HASH, renderSchedulePage, STYLE } from "./page.js";
+import { renderStopConfirmation } from "./page-running.js";
 
 export type AdminHandler = (request: Request) => Promise<Response>;
 
@@ -31,6 +37,10 @@ export interface AdminLedger extends EntryActionsLedger {
   retrying(options?: { limit?: number }): Promise<RetryingJob[]>;
   /** The loaded schedule entries: the Schedule page lists each one's upcoming fire times; none without them. */
   readonly entries?: readonly ResolvedEntry[];
+  /** Enqueues (or, dry, lists) one job per missed slot of an entry in a range (src/schedule/backfill.ts). */
+  backfill(entry: string, options: BackfillOptions): Promise<BackfillResult>;
+  /** Running jobs, longest-running first (with `id`: that job, if it runs). */
+  running(options?: { limit?: number; id?: number }): Promise<RunningJob[]>;
 }
 
 export interface AdminHandlerOptions {
@@ -60,6 +70,12 @@ const ACTION_PATH = /^\/admin\/scheduler\/jobs\/([^/]+)\/(retry|cancel)$/;
 /** How many runs each entry's strip shows, and how many jobs waiting for a retry the page lists. */
 const PAGE_RUNS = 20;
 const PAGE_RETRYING = 20;
+/** Running jobs the page lists (longest-running first). */
+const PAGE_RUNNING = 20;
+/** The page that confirms a stop (src/admin/page-running.ts). */
+/** An operator's backfill of one entry (its key, job name, identity or ledger key, URL-encoded). */
+const BACKFILL_PATH = /^\/admin\/scheduler\/entries\/([^/]+)\/backfill$/;
+const STOP_PAGE_PATH = /^\/admin\/scheduler\/jobs\/(\d{1,15})\/stop$/;
 
 const BASE_SEGMENT = /^[A-Za-z0-9._~-]+$/;
 
@@ -87,6 +103,14 @@ function json(status: number, body: unknown, headers: Record<string, string> = {
   return new Response(`${JSON.stringify(body, null, 2)}\n`, {
     status,
     headers: { ...BASE_HEADERS, "content-type": "application/json; charset=utf-8", ...headers },
+  });
+}
+
+/** An admin page: HTML under the page's CSP, never framed. */
+function html(body: string): Response {
+  return new Response(body, {
+    status: 200,
+    headers: { ...BASE_HEADERS, "content-type": "text/html; charset=utf-8", "content-security-policy": PAGE_CSP, "x-frame-options": "DENY" },
   });
 }
 
@@ -170,6 +194,24 @@ async function cancelReason(request: Request): Promise<{ reason?: string }> {
   return typeof value === "string" && value.trim() !== "" ? { reason: value.trim().slice(0, MAX_REASON_LENGTH) } : {};
 }
 
+/** A backfill's JSON body: `from`, `to` (ISO instants with offset or Z), optional `dry_run`, `max`, `latest`, `force`. */
+async function backfillOptions(request: Request): Promise<BackfillOptions> {
+  let body: Record<string, unknown>;
+  try {
+    body = (await request.json()) as Record<string, unknown>;
+  } catch {
+    throw new InvalidArgumentError('Send the backfill as JSON: {"from": "2026-05-01T00:00:00Z", "to": "2026-05-02T00:00:00Z", "dry_run": true}.');
+  }
+  const { from, to, dry_run: dryRun, max, latest, force } = body ?? {};
+  if (typeof from !== "string" || typeof to !== "string") throw new InvalidArgumentError("A backfill needs `from` and `to`, ISO 8601 instants with offset or Z.");
+  const flag = (value: unknown, name: string) => {
+    if (value !== undefined && typeof value !== "boolean") throw new InvalidArgumentError(`\`${name}\` must be true or false.`);
+    return value === true;
+  };
+  if (max !== undefined && (typeof max !== "number" || !Number.isInteger(max) || max < 1)) throw new InvalidArgumentError("`max` must be a positive integer.");
+  return { from, to, dryRun: flag(dryRun, "dry_run"), latest: flag(latest, "latest"), force: flag(force, "force"), ...(max === undefined ? {} : { max }) };
+}
+
 function failureFilter(params: URLSearchParams): FailureFilter {
   const limit = params.get("limit");
   const jobType = params.get("job_type");
@@ -233,11 +275,19 @@ export function createAdminHandler(ledger: AdminLedger, options: AdminHandlerOpt
       const view = pageView(params);
       // Strips only for the entries this page shows (PAGE_ENTRIES x PAGE_RUNS rows at most), read with the status itself.
       const runs = { limit: PAGE_RUNS, state: view.state, page: view.page, perPage: PAGE_ENTRIES };
-      const [status, failures, retrying] = await Promise.all([ledger.status({ runs }), ledger.failures({ limit: pageFailures }), ledger.retrying({ limit: PAGE_RETRYING })]);
-      return new Response(renderSchedulePage(status, failures.failures, { ...view, retrying, upcoming: ledger.entries }), {
-        status: 200,
-        headers: { ...BASE_HEADERS, "content-type": "text/html; charset=utf-8", "content-security-policy": PAGE_CSP, "x-frame-options": "DENY" },
-      });
+      const [status, failures, retrying, running] = await Promise.all([
+        ledger.status({ runs }),
+        ledger.failures({ limit: pageFailures }),
+        ledger.retrying({ limit: PAGE_RETRYING }),
+        ledger.running({ limit: PAGE_RUNNING }),
+      ]);
+      return html(renderSchedulePage(status, failures.failures, { ...view, retrying, running, upcoming: ledger.entries }));
+    }
+    const stopPage = STOP_PAGE_PATH.exec(path);
+    if (stopPage && method === "GET") {
+      const id = Number(stopPage[1]);
+      const [job] = await ledger.running({ limit: 1, id });
+      return html(renderStopConfirmation(id, job, new Date(), STYLE));
     }
     if (path === "/metrics") {
       if (ledger.metrics === null) return problem(404, "metrics_disabled", "This ledger was created with metrics: false.");
@@ -281,6 +331,12 @@ export function createAdminHandler(ledger: AdminLedger, options: AdminHandlerOpt
         }
         throw error;
       }
+    }
+    const backfill = BACKFILL_PATH.exec(path);
+    if (backfill) {
+      if (method !== "POST") return problem(405, "method_not_allowed", "Use POST.", { allow: "POST" });
+      if (crossSite(request)) return problem(403, "cross_site", "Cross-site requests cannot backfill entries.");
+      return json(200, backfillDocument(await ledger.backfill(decodeURIComponent(backfill[1] ?? ""), await backfillOptions(request))));
     }
     return problem(404, "not_found", "No such admin route.");
   };

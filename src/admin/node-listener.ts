@@ -16,8 +16,9 @@ export interface NodeListenerOptions {
 
 /**
  * The largest request body read: only a POST's form or JSON (an entry's pause
- * note, src/admin/entry-actions.ts); anything else is not read, and a larger
- * body is refused, so a client cannot make the server buffer much.
+ * note, src/admin/entry-actions.ts; a running job's stop reason); anything
+ * else is not read, and a larger body is refused (413), so a client cannot
+ * make the server buffer much.
  */
 export const MAX_BODY_BYTES = 16_384;
 

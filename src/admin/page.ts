@@ -4,18 +4,16 @@
 // (src/status/model.ts), rendered as it is.
 import { createHash } from "node:crypto";
 import type { FailureTicket } from "../operators/failures.js";
-import type { RetryingJob } from "../operators/operations.js";
+import type { RetryingJob, RunningJob } from "../operators/operations.js";
 import { redact } from "../redact.js";
 import { ENTRY_STATES, type EntryRun, type EntryState } from "../status/health.js";
 import { pageOf, type EntryProblem, type EntryStatus, type SchedulerStatus } from "../status/model.js";
 import type { ResolvedEntry } from "../schedule/validate.js";
 import { upcomingIndex, upcomingList, UPCOMING_STYLE } from "./page-upcoming.js";
+import { documentHead, escapeHtml } from "./html.js";
+import { RUNNING_STYLE, runningSection } from "./page-running.js";
 
-const HTML_ESCAPES: Readonly<Record<string, string>> = { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" };
-
-export function escapeHtml(value: unknown): string {
-  return String(value).replace(/[&<>"']/g, (char) => HTML_ESCAPES[char] ?? char);
-}
+export { escapeHtml };
 
 /** "in 4m", "3h ago": the page is read at a glance; the exact instant is in the title attribute. */
 function relative(target: Date, now: Date): string {
@@ -45,6 +43,8 @@ const CHORE_BADGE = `<span class="badge chore" title="cronledger's own chore, fi
  * an action just did. The entries' strips are their `recentRuns` (`status({ runs })`).
  */
 export interface SchedulePageExtras {
+  /** Running jobs (each with a Stop button): src/admin/page-running.ts. */
+  readonly running?: readonly RunningJob[];
   /** Jobs waiting for a retry (each with a Cancel button). */
   readonly retrying?: readonly RetryingJob[];
   /** Only entries in this state. */
@@ -242,7 +242,7 @@ function failuresSection(failures: readonly FailureTicket[], now: Date): string 
     .join("\n");
 }
 
-const STYLE = `
+export const STYLE = `
 :root{color-scheme:light dark;--bg:#fafbfc;--fg:#1d2330;--muted:#6b7485;--card:#fff;--line:#e3e6eb;--soft:#eceff3;--head:#4a5468;--pre:#f4f5f7;
 --ok:#2f9e55;--okbg:#e3f6e8;--okfg:#17612e;--bad:#d33;--badbg:#fde2e2;--badfg:#a11;--warn:#e08a00;--warnbg:#fff1d6;--warnfg:#7a4b00;
 --info:#2f6fd6;--infobg:#e2ecfb;--infofg:#1d4a94;--grey:#9aa3b2;--greybg:#eceff3;--greyfg:#4a5468;--violetbg:#efe4fb;--violetfg:#5b2a93}
@@ -336,15 +336,7 @@ export function renderSchedulePage(status: SchedulerStatus, failures: readonly F
   const chores = status.entries.filter((entry) => entry.chore).length;
   const entries = status.entries.length - chores;
   const refresh = extras.refreshSeconds ?? PAGE_REFRESH_SECONDS;
-  return `<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="color-scheme" content="light dark">
-<title>Schedule · cronledger · ${escapeHtml(status.namespace)}</title>
-<style>${STYLE}${UPCOMING_STYLE}</style>
-</head>
+  return `${documentHead(`Schedule · cronledger · ${status.namespace}`, STYLE + RUNNING_STYLE + UPCOMING_STYLE)}
 <body data-refresh="${refresh}">
 <h1>Schedule</h1>
 ${extras.notice ? `<p class="notice" role="status">${escapeHtml(extras.notice)}</p>` : ""}
@@ -358,6 +350,7 @@ ${entriesSection(status, extras)}
 ${brokenSection(status)}
 <h2>Queues</h2>
 ${queuesSection(status)}
+${runningSection(extras.running, status.databaseNow)}
 <h2 id="retrying">Waiting for a retry</h2>
 ${retryingSection(extras.retrying, status.databaseNow)}
 ${waitingSection(status)}

@@ -1,4 +1,4 @@
-// The worker loop: claim, start, heartbeat, complete, stop. Longer than most files (about 450
+// The worker loop: claim, start, heartbeat, complete, stop. Longer than most files (about 500
 // lines) because stopping gracefully (grace period, abort, hand-back without counting the attempt)
 // and the wake-up sources (NOTIFY, poll, finished jobs, retries coming due, chores outside the
 // slots) share the loop's state; each separable part already lives in its own module (see below).
@@ -6,18 +6,7 @@ import { randomBytes } from "node:crypto";
 import { hostname } from "node:os";
 import { Backoff } from "../backoff.js";
 import type { ClaimedJob } from "../db/sql/jobs.js";
-import {
-  InvalidArgumentError,
-  InvalidStoredJobError,
-  JobCancelledError,
-  JobKilledError,
-  JobNotRegisteredError,
-  JobTimeoutError,
-  LeaseLostError,
-  NonRetryableError,
-  WorkerShutdownError,
-  type StopRequest,
-} from "../errors.js";
+import { InvalidArgumentError, InvalidStoredJobError, JobNotRegisteredError, JobTimeoutError, LeaseLostError, NonRetryableError, WorkerShutdownError } from "../errors.js";
 import { retryCapMs } from "../db/diagnose.js";
 import { logFailure } from "../db/log-failure.js";
 import { childLogger, type Logger } from "../log.js";
@@ -33,6 +22,7 @@ import { effectiveRetryPolicy, readStoredRetryPolicy } from "./retry-override.js
 import { RetryWakes } from "./retry-wakes.js";
 import type { ResolvedWorkOptions } from "./work-options.js";
 import type { WorkerDependencies } from "./worker-deps.js";
+import { DEFAULT_STOP_GRACE_MS, StopRequests, stoppedCompletion } from "./stops.js";
 
 export type { WorkSummary } from "./completion.js";
 export type { WorkerDependencies } from "./worker-deps.js";
@@ -57,8 +47,6 @@ export interface WorkerSettings extends Omit<ResolvedWorkOptions, "queues" | "le
   readonly stopGraceMs?: number;
 }
 
-/** A handler asked to stop gets this long to return before its job is failed as killed (docs/decisions.md, "Stopping a running job"). */
-export const DEFAULT_STOP_GRACE_MS = 30_000;
 
 /**
  * Claims that fail retry after 100 ms doubling to this, so a worker claims again within about a second of the
@@ -90,7 +78,8 @@ export function newWorkerId(): string {
  * Claims jobs in batches, runs them with bounded concurrency and writes
  * their ends in batches. The parts: claim sizing (src/jobs/claim-size.ts),
  * one run of a handler (src/jobs/attempt.ts), completion batching
- * (src/jobs/completion.ts), heartbeats (src/jobs/heartbeats.ts); the SQL is
+ * (src/jobs/completion.ts), heartbeats (src/jobs/heartbeats.ts), stop
+ * requests on running jobs (src/jobs/stops.ts); the SQL is
  * in src/db/sql/jobs.ts, reached through the WorkerStore it is given
  * (src/jobs/worker-deps.ts); retries coming due
  * wake it through src/jobs/retry-wakes.ts. This class is the
@@ -137,8 +126,8 @@ export class Worker {
   private readonly retryWakes = new RetryWakes(() => this.wake());
   private unlisten: (() => Promise<void>) | undefined;
   private unlistenStops: (() => Promise<void>) | undefined;
-  /** Jobs asked to stop: the timer that fails each as killed if its handler has not returned by the end of the stop grace. */
-  private readonly killTimers = new Map<number, NodeJS.Timeout>();
+  /** Running jobs an operator asked to stop (src/jobs/stops.ts). */
+  private readonly stops: StopRequests;
   private readonly drained = deferred();
   private readonly hurried = deferred();
   private stopPromise: Promise<WorkSummary> | undefined;
@@ -161,6 +150,7 @@ export class Worker {
     };
     this.random = settings.random ?? Math.random;
     this.log = childLogger(deps.logger, { worker: this.id });
+    this.stops = new StopRequests(settings.stopGraceMs ?? DEFAULT_STOP_GRACE_MS, this.log);
     this.batcher = new CompletionBatcher({
       write: (rows) => deps.store.complete(this.id, rows, this.settings.clock?.()),
       flushed: () => this.pump(),
@@ -172,7 +162,7 @@ export class Worker {
         held: () => [...this.active.keys(), ...this.buffer.map((job) => job.id)],
         beat: (ids) => deps.store.heartbeat(this.registration, ids),
         lost: (ids) => this.lost(ids),
-        stopRequested: (requests) => this.stopRequested(requests),
+        stopRequested: (requests) => this.stops.apply(requests, this.active),
         health: deps.health,
         logger: this.log,
       },
@@ -392,18 +382,15 @@ export class Worker {
     const timeout = setTimeout(() => attempt.abort(new JobTimeoutError(job.jobName, definition.timeoutMs)), definition.timeoutMs);
     try {
       const result = await attempt.run(definition, parsed.value);
-      if (attempt.stopReason !== undefined) return { kind: "cancelled", id: job.id, error: redactError(attempt.stopReason) };
+      const stopped = stoppedCompletion(job.id, attempt);
+      if (stopped !== null) return stopped;
       const outcome = result && typeof result === "object" && (result.outcome === "skip" || result.outcome === "noop") ? result.outcome : null;
       return { kind: "succeeded", id: job.id, outcome };
     } catch (error) {
       // A hand-back of a job asked to stop ends it cancelled all the same (the completion statement sees the request).
       if (attempt.abortReason instanceof WorkerShutdownError) return { kind: "returned", id: job.id };
-      if (attempt.stopReason !== undefined) {
-        // Returned (or threw) in its own time: cancelled. Given up on (the stop grace or its timeout ran out): killed, never retried.
-        if (!attempt.isAborted) return { kind: "cancelled", id: job.id, error: redactError(attempt.stopReason) };
-        const killed = attempt.abortReason instanceof JobKilledError ? attempt.abortReason : new JobKilledError(attempt.stopReason as JobCancelledError);
-        return { kind: "failed", id: job.id, error: redactError(killed) };
-      }
+      const stopped = stoppedCompletion(job.id, attempt);
+      if (stopped !== null) return stopped;
       return this.failure(job, definition, attempt.isAborted ? attempt.abortReason : error);
     } finally {
       clearTimeout(timeout);
@@ -434,8 +421,7 @@ export class Worker {
     if (entry === undefined) return;
     this.active.delete(job.id);
     this.chores.delete(job.id);
-    clearTimeout(this.killTimers.get(job.id));
-    this.killTimers.delete(job.id);
+    this.stops.ended(job.id);
     if (entry.attempt.abortReason instanceof LeaseLostError) return;
     count(this.summary, completion);
     const status = attemptStatus(completion);
@@ -484,38 +470,6 @@ export class Worker {
     }
   }
 
-  /**
-   * Running jobs an operator asked to stop (NOTIFY, then the heartbeat that
-   * brings who and why; or a heartbeat alone): their signal is aborted with
-   * a JobCancelledError, and a handler that has not returned when the stop
-   * grace runs out is given up on, its job failed as killed. Repeats of a
-   * request already acted on change nothing.
-   */
-  private stopRequested(requests: readonly StopRequest[]): void {
-    const graceMs = this.settings.stopGraceMs ?? DEFAULT_STOP_GRACE_MS;
-    for (const request of requests) {
-      const entry = this.active.get(request.jobId);
-      if (entry === undefined || entry.attempt.stopReason !== undefined || entry.attempt.isAborted) continue;
-      const reason = new JobCancelledError(request, graceMs);
-      this.log.info("stopping a running job as asked; aborting its signal", {
-        job: entry.job.jobName,
-        jobId: request.jobId,
-        requestedBy: request.requestedBy,
-        reason: request.reason,
-        killAt: new Date(Date.now() + graceMs).toISOString(),
-      });
-      entry.attempt.stop(reason);
-      this.killTimers.set(
-        request.jobId,
-        setTimeout(() => {
-          this.killTimers.delete(request.jobId);
-          this.log.warn("a job asked to stop ignored its signal for the stop grace; failing it as killed", { job: entry.job.jobName, jobId: request.jobId, graceMs });
-          entry.attempt.abort(new JobKilledError(reason));
-        }, graceMs),
-      );
-    }
-  }
-
   private async shutdown(gracePeriodMs: number): Promise<WorkSummary> {
     this.stopping = true;
     this.stopTimers();
@@ -561,8 +515,7 @@ export class Worker {
 
   private stopTimers(): void {
     clearInterval(this.pollTimer);
-    for (const timer of this.killTimers.values()) clearTimeout(timer);
-    this.killTimers.clear();
+    this.stops.clear();
     clearTimeout(this.claimRetryTimer);
     this.retryWakes.clear();
   }

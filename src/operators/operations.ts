@@ -2,7 +2,7 @@ import type { Database } from "../db/connection.js";
 import { reapStaleJobs, type ReapCounts } from "../db/sql/jobs.js";
 import { ensureHistoryPartitions, pruneHistory } from "../db/sql/partitions.js";
 import { pauseEntry, resumeEntry } from "../db/sql/ledger.js";
-import { cancelJob, entryRuns, jobCounts, readyJobStats, retryingJobs, type EntryRunRow } from "../db/sql/operators.js";
+import { cancelJob, entryRuns, jobCounts, readyJobStats, retryingJobs, runningJobs, type EntryRunRow } from "../db/sql/operators.js";
 import { failUnregisteredJobs, jobsWaitingForWorker, pruneWorkers } from "../db/sql/workers.js";
 import type { Duration } from "../duration.js";
 import { JobNotCancellableError, JobNotFoundError } from "../errors.js";
@@ -13,6 +13,9 @@ import type { Logger } from "../log.js";
 import { redact } from "../redact.js";
 import { listFailures, type FailureFilter, type FailurePage } from "./failures.js";
 import { retryFailedJob, type RetriedJob } from "./retry-failed.js";
+
+/** Longest `by` and `reason` of a stop request kept. */
+const MAX_STOP_TEXT = 500;
 
 /** A worker row whose heartbeat is this old belongs to a worker that died without stopping: the prune chore removes it. */
 export const DEAD_WORKER_MS = 3_600_000;
@@ -118,6 +121,23 @@ export const MAX_PAUSE_NOTE_CHARS = 500;
 export const MAX_OPERATOR_CHARS = 200;
 const bounded = (text: string, max: number) => (text.length > max ? `${text.slice(0, max - 1)}…` : text);
 
+/** A running job, as an operator who may stop it sees it. Never its payload. */
+export interface RunningJob {
+  readonly id: number;
+  readonly jobType: string;
+  readonly queue: string;
+  readonly attempts: number;
+  readonly maxAttempts: number;
+  readonly startedAt: Date | null;
+  readonly heartbeatAt: Date | null;
+  /** The worker running it (`host:pid:random`). */
+  readonly worker: string | null;
+  readonly scheduledFor: Date | null;
+  readonly scheduleKey: string | null;
+  /** The stop request on it, once asked (`cancelJob`); its handler is being stopped. */
+  readonly stop: { readonly requestedAt: Date; readonly requestedBy: string; readonly reason: string | null } | null;
+}
+
 /** What `reap()` did: jobs returned to the queue, and jobs failed because their lost attempt was their last. */
 export type ReapReport = Pick<ReapCounts, "requeued" | "failed">;
 
@@ -172,11 +192,13 @@ export class Operations {
    * repeat changes nothing and says so; a finished job cannot be cancelled.
    */
   async cancel(id: number, request: CancelRequest = {}): Promise<CancelledJob> {
-    const by = request.by ?? "api";
-    let row = await cancelJob(this.db, id, { by, reason: request.reason ?? null });
+    // Bounded like every stored reason: it is shown on the page and handed to the handler, not a document store.
+    const by = (request.by ?? "api").slice(0, MAX_STOP_TEXT);
+    const reason = request.reason === undefined || request.reason.trim() === "" ? null : request.reason.trim().slice(0, MAX_STOP_TEXT);
+    let row = await cancelJob(this.db, id, { by, reason });
     // Queued or running in the statement's snapshot, yet neither cancelled nor asked to stop: it was claimed or finished meanwhile; look again.
     for (let again = 0; again < 3 && row !== undefined && !row.cancelled && row.stop_requested_at_ms === null && (row.status === "queued" || row.status === "running"); again += 1) {
-      row = await cancelJob(this.db, id, { by, reason: request.reason ?? null });
+      row = await cancelJob(this.db, id, { by, reason });
     }
     if (row === undefined) throw new JobNotFoundError(id);
     const base = { id, jobName: row.job_name, attempts: row.attempts, maxAttempts: row.max_attempts, stop: null };
@@ -214,6 +236,26 @@ export class Operations {
       pausedBy: row?.paused_by ?? null,
       note: row?.paused_note ?? null,
     };
+  }
+
+  /** Running jobs, longest-running first (what the page's Stop buttons are for); with `id`, that job alone if it runs. */
+  async running(limit: number, id?: number): Promise<RunningJob[]> {
+    return (await runningJobs(this.db, { limit, ...(id === undefined ? {} : { id }) })).map((row) => ({
+      id: row.id,
+      jobType: row.job_name,
+      queue: row.queue,
+      attempts: row.attempts,
+      maxAttempts: row.max_attempts,
+      startedAt: row.started_at_ms === null ? null : new Date(row.started_at_ms),
+      heartbeatAt: row.heartbeat_at_ms === null ? null : new Date(row.heartbeat_at_ms),
+      worker: row.locked_by,
+      scheduledFor: row.scheduled_for_ms === null ? null : new Date(row.scheduled_for_ms),
+      scheduleKey: row.schedule_key,
+      stop:
+        row.stop_requested_at_ms === null
+          ? null
+          : { requestedAt: new Date(row.stop_requested_at_ms), requestedBy: row.stop_requested_by ?? "unknown", reason: row.stop_reason === null ? null : redact(row.stop_reason) },
+    }));
   }
 
   /** Jobs waiting for a retry, soonest first, errors redacted. */

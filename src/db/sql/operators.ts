@@ -216,6 +216,38 @@ export async function entryRuns(executor: Executor, keys: readonly string[], lim
   );
 }
 
+export interface RunningJobRow {
+  id: number;
+  job_name: string;
+  queue: string;
+  attempts: number;
+  max_attempts: number;
+  started_at_ms: number | null;
+  heartbeat_at_ms: number | null;
+  locked_by: string | null;
+  scheduled_for_ms: number | null;
+  schedule_key: string | null;
+  stop_requested_at_ms: number | null;
+  stop_requested_by: string | null;
+  stop_reason: string | null;
+}
+
+/** Running jobs, longest-running first, at most `limit` (or job `id` alone, if it runs), with any stop request on them. */
+export async function runningJobs(executor: Executor, filter: { readonly limit: number; readonly id?: number }): Promise<RunningJobRow[]> {
+  const q = jobQueue;
+  return query<RunningJobRow>(
+    executor,
+    sql`select ${q.id}::float8 as id, ${q.jobName} as job_name, ${q.queue} as queue, ${q.attempts} as attempts, ${q.maxAttempts} as max_attempts,
+               ${epochMs(q.startedAt)} as started_at_ms, ${epochMs(q.heartbeatAt)} as heartbeat_at_ms, ${q.lockedBy} as locked_by,
+               ${epochMs(q.scheduledFor)} as scheduled_for_ms, ${q.scheduleKey} as schedule_key,
+               ${epochMs(q.cancelRequestedAt)} as stop_requested_at_ms, ${q.cancelRequestedBy} as stop_requested_by, ${q.cancelReason} as stop_reason
+        from ${jobQueue}
+        where ${q.status} = 'running' ${filter.id === undefined ? sql`` : sql`and ${q.id} = ${filter.id}`}
+        order by ${q.startedAt}, ${q.id}
+        limit ${filter.limit}`,
+  );
+}
+
 export interface RetryingJobRow {
   id: number;
   job_name: string;
