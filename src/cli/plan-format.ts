@@ -176,7 +176,7 @@ function carriedLines(carried: CarriedState | undefined): string[] {
   if (carried.paused) {
     const by = carried.paused.by === null ? "" : ` by ${carried.paused.by}`;
     const note = carried.paused.note === null ? "" : ` ("${carried.paused.note}")`;
-    lines.push(`paused since ${iso(carried.paused.atMs)}${by}${note}: stays paused`);
+    lines.push(`paused since ${iso(carried.paused.atMs)}${by}${note}: stays paused, so its slots, the overdue one included, are recorded as skipped until it is resumed`);
   }
   if (carried.quarantine) {
     lines.push(`quarantined until ${iso(carried.quarantine.untilMs)} after ${plural(carried.quarantine.count, "failure")}${carried.quarantine.reason ? `: ${carried.quarantine.reason}` : ""}`);
