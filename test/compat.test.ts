@@ -219,7 +219,7 @@ describe("compatibility matrix: the packed package in apps on each supported dri
       ],
       { cwd: root },
     ).exited;
-  }, 240_000);
+  }, 480_000);
 
   afterAll(async () => {
     await database?.drop();

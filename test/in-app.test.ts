@@ -148,6 +148,17 @@ describe("the README's admin routes in Express, Fastify and Hono, over a real so
       const page = await fetch(`${base}/admin/scheduler`, { headers: auth });
       expect(page.status).toBe(200);
       expect(page.headers.get("content-type")).toMatch(/text\/html/);
+      // The page with or without a trailing slash: a browser without credentials is asked for them (Basic), then sent to the page.
+      for (const path of ["/admin/scheduler", "/admin/scheduler/"]) {
+        const challenged = await fetch(`${base}${path}`, { headers: { accept: "text/html" } });
+        expect(challenged.status, path).toBe(401);
+        expect(challenged.headers.get("www-authenticate"), path).toMatch(/^Basic realm=/);
+      }
+      const basic = { authorization: `Basic ${Buffer.from(`admin:${TOKEN}`).toString("base64")}` };
+      const slashed = await fetch(`${base}/admin/scheduler/`, { headers: basic, redirect: "manual" });
+      expect(slashed.status).toBe(308);
+      expect(new URL(slashed.headers.get("location") ?? "", `${base}/admin/scheduler/`).pathname).toBe("/ops/admin/scheduler");
+      expect((await fetch(`${base}/admin/scheduler/`, { headers: basic })).headers.get("content-type")).toMatch(/text\/html/);
       const metrics = await fetch(`${base}/metrics`, { headers: auth });
       expect(metrics.status).toBe(200);
       expect(await metrics.text()).toContain("cronledger_jobs_total");

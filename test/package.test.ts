@@ -223,6 +223,9 @@ export default defineConfig({ jobs: [hello], schedule: [{ job: hello, cron: "* *
     for (const pointer of new Set(pointers)) expect(existsSync(join(installed, pointer)), pointer).toBe(true);
     const manifest = JSON.parse(readFileSync(join(installed, "package.json"), "utf8")) as Record<string, unknown>;
     expect(manifest).toMatchObject({ repository: expect.anything(), homepage: expect.stringMatching(/^https:\/\//), engines: { node: expect.any(String) } });
+    // The license the manifest names ships as its text.
+    expect(manifest.license).toBe("MIT");
+    expect(readFileSync(join(installed, "LICENSE"), "utf8")).toMatch(/^MIT License\n\nCopyright \(c\) \d{4} [\s\S]*THE SOFTWARE IS PROVIDED "AS IS"/);
   });
 
   it("an app without PGlite (an optional peer dependency) typechecks with skipLibCheck: false, runs on PostgreSQL, and is told what to install for the embedded default", async () => {

@@ -5,5 +5,6 @@ import { DEMO_JOBS, DEMO_SCHEDULE } from "./jobs.js";
 export default defineConfig({
   jobs: DEMO_JOBS,
   schedule: DEMO_SCHEDULE,
-  worker: { concurrency: 4 },
+  // "gpu" is left out on purpose: demo.thumbnail-render shows what a job no worker serves looks like.
+  worker: { concurrency: 4, queues: ["default"] },
 });

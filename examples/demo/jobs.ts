@@ -35,10 +35,48 @@ export const dailyReport = defineJob({
   },
 });
 
-export const DEMO_JOBS = [heartbeat, flakySync, dailyReport];
+/** Always fails, without retries: the entry shows "failing" and its failures group on the page. */
+export const invoiceExport = defineJob({
+  name: "demo.invoice-export",
+  retry: "maintenance",
+  run: () => {
+    throw new Error("sftp.example.com refused the login for user exporter");
+  },
+});
 
+/** Fails and waits 20 s, then 40 s, before trying again: the entry shows "retrying". */
+export const crmSync = defineJob({
+  name: "demo.crm-sync",
+  retry: { maxAttempts: 4, baseMs: 20_000, capMs: 60_000 },
+  run: () => {
+    throw new Error("crm.example.com answered 503 Service Unavailable");
+  },
+});
+
+/** Takes 6 s of its 10 s slot: the entry is often "running". */
+export const searchReindex = defineJob({
+  name: "demo.search-reindex",
+  retry: "maintenance",
+  run: async (_payload, ctx) => {
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, 6_000);
+      ctx.signal.addEventListener("abort", () => (clearTimeout(timer), resolve()), { once: true });
+    });
+  },
+});
+
+/** On a queue the demo's worker does not serve (`worker.queues`): the entry shows "waiting for worker". */
+export const thumbnailRender = defineJob({ name: "demo.thumbnail-render", queue: "gpu", retry: "maintenance", run: () => undefined });
+
+export const DEMO_JOBS = [heartbeat, flakySync, dailyReport, invoiceExport, crmSync, searchReindex, thumbnailRender];
+
+/** One entry per state the Schedule page can show in a healthy process: ok, retrying, failing, running, waiting for worker, never fired. */
 export const DEMO_SCHEDULE = defineSchedule([
   { job: heartbeat, cron: "*/2 * * * * *" },
   { job: flakySync, cron: "*/30 * * * * *", payload: { account: "acme" } },
   { job: dailyReport, cron: "30 7 * * *", timezone: "Asia/Tokyo", payload: { recipients: ["ops@example.com"] } },
+  { job: invoiceExport, cron: "*/10 * * * * *" },
+  { job: crmSync, cron: "*/20 * * * * *" },
+  { job: searchReindex, cron: "*/10 * * * * *" },
+  { job: thumbnailRender, cron: "*/10 * * * * *" },
 ]);

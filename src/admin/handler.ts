@@ -348,7 +348,8 @@ export function createAdminHandler(ledger: AdminLedger, options: AdminHandlerOpt
     if (path === null) return problem(404, "not_found", "No such admin route.");
     if (!authorized(request)) {
       // Only the page is opened by a browser; a Basic challenge makes it prompt for the token.
-      const challenge = path === "/admin/scheduler" ? `Basic ${REALM}, charset="UTF-8"` : `Bearer ${REALM}`;
+      // With or without the trailing slash (which then redirects): otherwise a browser shows the 401 instead of asking.
+      const challenge = path === "/admin/scheduler" || path === "/admin/scheduler/" ? `Basic ${REALM}, charset="UTF-8"` : `Bearer ${REALM}`;
       return problem(401, "unauthorized", "Send the admin token as `Authorization: Bearer <token>`.", { "www-authenticate": challenge });
     }
     try {

@@ -12,23 +12,10 @@ import type { ResolvedEntry } from "../schedule/validate.js";
 import { upcomingIndex, upcomingList, UPCOMING_STYLE } from "./page-upcoming.js";
 import { documentHead, escapeHtml } from "./html.js";
 import { RUNNING_STYLE, runningSection } from "./page-running.js";
+import { groupFailures, READABILITY_STYLE } from "./page-failures.js";
+import { instant, textWithInstants, wrappable } from "./page-times.js";
 
 export { escapeHtml };
-
-/** "in 4m", "3h ago": the page is read at a glance; the exact instant is in the title attribute. */
-function relative(target: Date, now: Date): string {
-  const deltaS = Math.round((target.getTime() - now.getTime()) / 1000);
-  const size = Math.abs(deltaS);
-  const amount =
-    size < 60 ? `${size}s` : size < 3_600 ? `${Math.round(size / 60)}m` : size < 172_800 ? `${Math.round(size / 3_600)}h` : `${Math.round(size / 86_400)}d`;
-  return deltaS >= 0 ? `in ${amount}` : `${amount} ago`;
-}
-
-function instant(value: Date | null, now: Date): string {
-  if (value === null) return `<span class="muted">never</span>`;
-  const iso = value.toISOString();
-  return `<time datetime="${iso}" title="${iso}">${escapeHtml(relative(value, now))}</time>`;
-}
 
 function problemList(problems: readonly EntryProblem[]): string {
   return `<ul class="problems">${problems
@@ -122,9 +109,9 @@ function lastSlot(entry: EntryStatus, now: Date): string {
 function entryRow(entry: EntryStatus, now: Date, loaded?: ResolvedEntry): string {
   const classes = [entry.problems.length > 0 ? "broken" : "", entry.chore ? "chore" : "", `state-${entry.state}`].filter(Boolean).join(" ");
   return `<tr class="${classes}" data-identity="${escapeHtml(entry.identity)}" data-state="${entry.state}">
-  <td data-label="Job"><strong>${escapeHtml(entry.jobName)}</strong>${entry.chore ? ` ${CHORE_BADGE}` : ""}<div class="identity">${escapeHtml(entry.identity)}</div></td>
+  <td data-label="Job"><strong>${escapeHtml(entry.jobName)}</strong>${entry.chore ? ` ${CHORE_BADGE}` : ""}<div class="identity">${wrappable(entry.identity)}</div></td>
   <td data-label="Schedule"><code>${escapeHtml(entry.cron)}</code> <span class="muted">${escapeHtml(entry.timezone)}</span></td>
-  <td data-label="State">${stateBadge(entry.state)}<div class="reason">${escapeHtml(redact(entry.reason))}</div></td>
+  <td data-label="State">${stateBadge(entry.state)}<div class="reason">${textWithInstants(redact(entry.reason), now)}</div></td>
   <td data-label="Recent runs">${strip(entry.recentRuns)}</td>
   <td data-label="Last slot">${lastSlot(entry, now)}</td>
   <td data-label="Next run">${instant(entry.nextRunAt, now)}${upcomingList(loaded, now, escapeHtml)}</td>
@@ -179,7 +166,7 @@ function brokenSection(status: SchedulerStatus): string {
     .map((broken) => {
       const where = broken.invalidIndex === null ? "" : ` <span class="badge state-invalid">invalid: schedule[${broken.invalidIndex}], not running</span>`;
       return `<div class="card broken-entry${broken.invalidIndex === null ? "" : " invalid"}" data-identity="${escapeHtml(broken.identity ?? "")}">
-  <strong>${escapeHtml(broken.jobName ?? "(unknown job)")}</strong>${where} <span class="identity">${escapeHtml(broken.identity ?? "")}</span>
+  <strong>${escapeHtml(broken.jobName ?? "(unknown job)")}</strong>${where} <span class="identity">${wrappable(broken.identity ?? "")}</span>
   ${problemList(broken.problems)}
 </div>`;
     })
@@ -202,7 +189,7 @@ function queuesSection(status: SchedulerStatus): string {
   const queues = Object.entries(status.queues);
   const columns = Object.keys(status.totals);
   const row = (name: string, counts: Readonly<Record<string, number>>) =>
-    `<tr><td>${escapeHtml(name)}</td>${columns.map((column) => `<td class="num">${escapeHtml(counts[column] ?? 0)}</td>`).join("")}</tr>`;
+    `<tr><td>${escapeHtml(name)}</td>${columns.map((column) => `<td class="num" data-label="${escapeHtml(column)}">${escapeHtml(counts[column] ?? 0)}</td>`).join("")}</tr>`;
   return `<div class="scroll"><table id="queues"><thead><tr><th>Queue</th>${columns.map((column) => `<th class="num">${escapeHtml(column)}</th>`).join("")}</tr></thead><tbody>
 ${queues.map(([name, counts]) => row(name, counts)).join("\n")}
 ${row("all queues", status.totals)}
@@ -225,8 +212,7 @@ function retryingSection(retrying: readonly RetryingJob[] | undefined, now: Date
 
 function failuresSection(failures: readonly FailureTicket[], now: Date): string {
   if (failures.length === 0) return `<p class="muted">No failed jobs.</p>`;
-  return failures
-    .map((failure) => {
+  return groupFailures(failures, now, (failure) => {
       const action =
         failure.retriedAs === null
           ? `<form method="post" action="scheduler/jobs/${failure.id}/retry"><button type="submit">Retry as a new job</button></form>`
@@ -238,8 +224,7 @@ function failuresSection(failures: readonly FailureTicket[], now: Date): string 
   <pre>${escapeHtml(redact(failure.lastError ?? "(no error recorded)"))}</pre>
   ${action}
 </div>`;
-    })
-    .join("\n");
+  });
 }
 
 export const STYLE = `
@@ -336,7 +321,7 @@ export function renderSchedulePage(status: SchedulerStatus, failures: readonly F
   const chores = status.entries.filter((entry) => entry.chore).length;
   const entries = status.entries.length - chores;
   const refresh = extras.refreshSeconds ?? PAGE_REFRESH_SECONDS;
-  return `${documentHead(`Schedule · cronledger · ${status.namespace}`, STYLE + RUNNING_STYLE + UPCOMING_STYLE)}
+  return `${documentHead(`Schedule · cronledger · ${status.namespace}`, STYLE + READABILITY_STYLE + RUNNING_STYLE + UPCOMING_STYLE)}
 <body data-refresh="${refresh}">
 <h1>Schedule</h1>
 ${extras.notice ? `<p class="notice" role="status">${escapeHtml(extras.notice)}</p>` : ""}
