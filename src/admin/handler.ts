@@ -9,6 +9,7 @@ import { ENTRY_STATES, type EntryState } from "../status/health.js";
 import type { SchedulerStatus, StatusOptions } from "../status/model.js";
 import { cancelledDocument, errorDocument, failuresDocument, retriedDocument } from "../wire/jobs.js";
 import { statusDocument } from "../wire/status.js";
+import { unquarantinedDocument } from "../wire/commands.js";
 import type { CronledgerMetrics } from "./metrics.js";
 import { PAGE_ENTRIES, PAGE_SCRIPT_HASH, renderSchedulePage } from "./page.js";
 
@@ -25,6 +26,8 @@ export interface AdminLedger {
   failures(filter?: FailureFilter): Promise<FailurePage>;
   retryJob(id: number): Promise<RetriedJob>;
   cancelJob(id: number): Promise<CancelledJob>;
+  /** Clears an entry's quarantine by its ledger key; null when no row has the key. */
+  clearQuarantine(key: string): Promise<{ key: string; jobName: string; wasQuarantined: boolean } | null>;
   /** Jobs waiting for a retry, soonest first. */
   retrying(options?: { limit?: number }): Promise<RetryingJob[]>;
 }
@@ -219,6 +222,7 @@ export function createAdminHandler(ledger: AdminLedger, options: AdminHandlerOpt
       const registry = ledger.metrics.registry;
       return new Response(await registry.metrics(), { status: 200, headers: { ...BASE_HEADERS, "content-type": registry.contentType } });
     }
+    if (path === "/admin/scheduler/quarantine/clear") return clearQuarantineRoute(ledger, request, method, params, crossSite(request));
     const action = ACTION_PATH.exec(path);
     if (action) {
       const verb = action[2] === "cancel" ? "cancel" : "retry";
@@ -270,4 +274,20 @@ export function createAdminHandler(ledger: AdminLedger, options: AdminHandlerOpt
       return problem(500, "internal_error", "The request failed; the server log has the details.");
     }
   };
+}
+
+/**
+ * `POST /admin/scheduler/quarantine/clear?key=<ledger key>` (or `key` in a
+ * form body): clears the entry's quarantine; every replica's next pass fires
+ * its due slot. 404 when no ledger row has the key.
+ */
+async function clearQuarantineRoute(ledger: AdminLedger, request: Request, method: string, params: URLSearchParams, crossSite: boolean): Promise<Response> {
+  if (method !== "POST") return problem(405, "method_not_allowed", "Use POST.", { allow: "POST" });
+  if (crossSite) return problem(403, "cross_site", "Cross-site requests cannot clear quarantines.");
+  const form = (request.headers.get("content-type") ?? "").includes("application/x-www-form-urlencoded") ? new URLSearchParams(await request.text()) : undefined;
+  const key = params.get("key") ?? form?.get("key") ?? "";
+  if (key === "") return problem(400, "invalid_key", "Name the entry's ledger key: ?key=<key> (the `key` in the status).");
+  const cleared = await ledger.clearQuarantine(key);
+  if (cleared === null) return problem(404, "not_found", "No ledger row has this key in this namespace.");
+  return json(200, unquarantinedDocument(key, cleared));
 }

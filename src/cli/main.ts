@@ -6,6 +6,7 @@ import { closest } from "../suggest.js";
 import { parseArgs, UsageError } from "./args.js";
 import type { CliIO, Command } from "./command.js";
 import { cancel } from "./commands/cancel.js";
+import { unquarantine } from "./commands/unquarantine.js";
 import { failures } from "./commands/failures.js";
 import { migrate } from "./commands/migrate.js";
 import { preflight } from "./commands/preflight.js";
@@ -14,7 +15,7 @@ import { tick } from "./commands/tick.js";
 import { worker } from "./commands/worker.js";
 import { commandHelp, mainHelp } from "./help.js";
 
-export const COMMANDS: readonly Command[] = [preflight, migrate, worker, status, failures, cancel, tick];
+export const COMMANDS: readonly Command[] = [preflight, migrate, worker, status, failures, cancel, unquarantine, tick];
 
 /** How long the process may linger after a command finished, e.g. on a pool a config file opened, before it is ended. */
 const EXIT_GRACE_MS = 2_000;

@@ -147,4 +147,5 @@ export async function quarantine(context: TickContext, plan: Plan, entry: Resolv
   });
   into.quarantined.push(quarantined);
   context.memory.deferred.set(entry.ledgerKey, untilMs);
+  context.memory.quarantined.add(entry.ledgerKey);
 }

@@ -269,6 +269,28 @@ export async function quarantineEntry(executor: Executor, input: QuarantineInput
   return row;
 }
 
+/**
+ * Clears an entry's quarantine (an operator's doing, once its cause is
+ * fixed): the next pass of every replica claims its due slot. Returns what
+ * the row held, or undefined when the namespace has no such row.
+ */
+export async function clearQuarantine(
+  executor: Executor,
+  namespace: string,
+  key: string,
+): Promise<{ key: string; job_name: string; was_quarantined: boolean } | undefined> {
+  const [row] = await query<{ key: string; job_name: string; was_quarantined: boolean }>(
+    executor,
+    sql`update ${scheduleState} as s set ${name(scheduleState.quarantinedUntil)} = null, ${name(scheduleState.quarantineReason)} = null,
+          ${name(scheduleState.quarantineCount)} = 0, ${name(scheduleState.quarantinedSince)} = null
+        from (select ${scheduleState.key} as key, ${scheduleState.quarantinedUntil} is not null as was from ${scheduleState}
+              where ${scheduleState.namespace} = ${namespace} and ${scheduleState.key} = ${key} for update) as old
+        where ${s.key} = old.key
+        returning ${s.key} as key, ${s.jobName} as job_name, old.was as was_quarantined`,
+  );
+  return row;
+}
+
 export interface LedgerPrune {
   readonly namespace: string;
   /** The pruning process's own ledger keys: live whatever the registry says. */
