@@ -124,7 +124,7 @@ export function createMetrics(options: MetricsOptions): CronledgerMetrics {
   shared(registry, "cronledger_schedule_entries", Gauge, () =>
     new Gauge({
       name: "cronledger_schedule_entries",
-      help: "Schedule entries by state (ok, late, never_fired, failing, retrying, running, quarantined, waiting_for_worker, invalid), read at scrape time.",
+      help: "Schedule entries by state (ok, late, locked, never_fired, failing, retrying, running, quarantined, waiting_for_worker, invalid), read at scrape time.",
       labelNames: ["state"] as const,
       registers,
       async collect() {

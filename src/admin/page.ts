@@ -63,6 +63,7 @@ export const PAGE_REFRESH_SECONDS = 15;
 const STATE_LABELS: Readonly<Record<EntryState, string>> = {
   ok: "ok",
   late: "late",
+  locked: "locked",
   never_fired: "never fired",
   failing: "failing",
   retrying: "retrying",
@@ -251,7 +252,7 @@ th{font-weight:600;color:var(--head)}.num{text-align:right}.identity{font:11px u
 .reason{font-size:12px;color:var(--muted);margin-top:.2rem;max-width:34rem;overflow-wrap:anywhere}
 tr.broken{background:color-mix(in srgb,var(--badbg) 45%,var(--card))}tr.chore td{color:var(--head)}.muted{color:var(--muted)}
 .badge{display:inline-block;border-radius:8px;padding:.05rem .5rem;font-size:12px;white-space:nowrap}
-.badge.ok,.state-ok.badge{background:var(--okbg);color:var(--okfg)}.badge.error,.state-failing.badge,.state-late.badge,.state-invalid.badge{background:var(--badbg);color:var(--badfg)}
+.badge.ok,.state-ok.badge{background:var(--okbg);color:var(--okfg)}.badge.error,.state-failing.badge,.state-late.badge,.state-locked.badge,.state-invalid.badge{background:var(--badbg);color:var(--badfg)}
 .state-retrying.badge,.state-waiting_for_worker.badge{background:var(--warnbg);color:var(--warnfg)}.state-running.badge{background:var(--infobg);color:var(--infofg)}
 .state-never_fired.badge{background:var(--greybg);color:var(--greyfg)}.state-quarantined.badge{background:var(--violetbg);color:var(--violetfg)}
 .badge.chore{background:var(--infobg);color:var(--infofg)}

@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import type { Database } from "../db/connection.js";
 import type { Executor } from "../db/executor.js";
-import { clearQuarantine, ledgerSnapshot, pruneLedgerRows, type LedgerRow } from "../db/sql/ledger.js";
+import { clearQuarantine, heldLedgerKeys, ledgerSnapshot, pruneLedgerRows, type LedgerRow } from "../db/sql/ledger.js";
 import { reportSchedule, type ScheduleReport } from "../db/sql/workers.js";
 import type { ScheduleProblem } from "../errors.js";
 import type { CronledgerEvents, TickReport } from "../events.js";
@@ -193,8 +193,13 @@ export class Scheduler {
     const own = [...this.entries, ...this.choreEntries].find((entry) => entry.identity === keyOrIdentity);
     const row = await clearQuarantine(this.database.db, this.namespace, own?.ledgerKey ?? keyOrIdentity);
     if (row === undefined) return undefined;
-    this.logger.info("quarantine cleared; every replica's next pass fires the entry's due slot", { key: row.key, job: row.job_name, wasQuarantined: row.was_quarantined });
+    this.logger.info("quarantine cleared; every replica's next pass fires the entry's due slot", { ledgerKey: row.key, job: row.job_name, wasQuarantined: row.was_quarantined });
     return { key: row.key, jobName: row.job_name, wasQuarantined: row.was_quarantined };
+  }
+
+  /** Of these ledger keys, those whose row another session holds locked: one statement, waiting for none. */
+  heldLedgerKeys(keys: readonly string[]): Promise<string[]> {
+    return heldLedgerKeys(this.database.db, keys);
   }
 
   /** The database clock and this namespace's ledger rows, by key: one statement. */

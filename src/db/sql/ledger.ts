@@ -291,6 +291,23 @@ export async function clearQuarantine(
   return row;
 }
 
+/**
+ * Of these ledger keys, the rows another session holds locked (an open
+ * transaction that locked or updated them): what a late entry's status says
+ * instead of "no scheduler is ticking". FOR SHARE SKIP LOCKED takes no lock
+ * past this statement and waits for none; a row it skips is held.
+ */
+export async function heldLedgerKeys(executor: Executor, keys: readonly string[]): Promise<string[]> {
+  if (keys.length === 0) return [];
+  const rows = await query<{ key: string }>(
+    executor,
+    sql`with wanted as (select ${scheduleState.key} as key from ${scheduleState} where ${scheduleState.key} = any(${array(keys, "text")})),
+        free as (select ${scheduleState.key} as key from ${scheduleState} where ${scheduleState.key} = any(${array(keys, "text")}) for share skip locked)
+        select key from wanted where key not in (select key from free)`,
+  );
+  return rows.map((row) => row.key);
+}
+
 export interface LedgerPrune {
   readonly namespace: string;
   /** The pruning process's own ledger keys: live whatever the registry says. */
