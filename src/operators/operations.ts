@@ -79,7 +79,7 @@ export interface OperationsOptions {
   readonly database: Database;
   /** The jobs this process knows, by name: a retried failure gets its job's current attempt budget. */
   readonly jobs: ReadonlyMap<string, JobDefinition>;
-  readonly events: Pick<CronledgerEvents, "jobsReaped" | "pruned">;
+  readonly events: Pick<CronledgerEvents, "jobsReaped" | "jobsFailedUnregistered" | "pruned">;
   readonly logger: Logger;
   readonly leaseMs: number;
   readonly retention: ResolvedRetention;
@@ -186,8 +186,11 @@ export class Operations {
    * DEAD_WORKER_MS).
    */
   async pruneRegistry(unregisteredAfterMs: number | false, now?: Date): Promise<{ failedUnregistered: number; workers: number }> {
-    const failedUnregistered = unregisteredAfterMs === false ? 0 : await failUnregisteredJobs(this.db, unregisteredAfterMs, [...this.options.jobs.keys()], now);
+    const swept = unregisteredAfterMs === false ? { failed: 0, failedByJob: {} } : await failUnregisteredJobs(this.db, unregisteredAfterMs, [...this.options.jobs.keys()], now);
+    const failedUnregistered = swept.failed;
     if (failedUnregistered > 0) {
+      // Failure tickets like any other: the metrics' listener counts them in cronledger_failures_total.
+      this.options.events.jobsFailedUnregistered(swept);
       this.options.logger.warn("failed queued jobs that no running worker has registered (JobNotRegisteredError); see the failures list", {
         jobs: failedUnregistered,
         afterMs: unregisteredAfterMs,

@@ -111,11 +111,16 @@ const unregisteredWithin = (jobName: SQL, queue: SQL, withinMs: number, now: Dat
  * merely all down: a job that waits through a rolling deploy or a maintenance
  * is never touched.
  */
-export async function failUnregisteredJobs(executor: Executor, olderThanMs: number, registered: readonly string[], now?: Date): Promise<number> {
+export async function failUnregisteredJobs(
+  executor: Executor,
+  olderThanMs: number,
+  registered: readonly string[],
+  now?: Date,
+): Promise<{ failed: number; failedByJob: Record<string, number> }> {
   const q = jobQueue;
   const j = alias(jobQueue, "j");
   const error = sql`format(${JobNotRegisteredError.UNCLAIMED_FORMAT}::text, ${j.jobName}, ${j.queue}, ${`${+(olderThanMs / 3_600_000).toFixed(2)} h`}::text)`;
-  const [row] = await query<{ n: number }>(
+  const rows = await query<{ job_name: string; n: number }>(
     executor,
     sql`with doomed as (
           select ${q.id} as id from ${jobQueue}
@@ -127,9 +132,9 @@ export async function failUnregisteredJobs(executor: Executor, olderThanMs: numb
           delete from ${jobQueue} as j where ${j.id} = any(array(select id from doomed))
           returning ${movedToHistory({ status: sql`'failed'`, outcome: sql`null::text`, lastError: error })}
         ), ${archiveCtes()}
-        select count(*)::int as n from moved`,
+        select job_name, count(*)::int as n from moved group by job_name`,
   );
-  return row?.n ?? 0;
+  return { failed: rows.reduce((sum, row) => sum + row.n, 0), failedByJob: Object.fromEntries(rows.map((row) => [row.job_name, row.n])) };
 }
 
 export interface ScheduleReport {
