@@ -44,7 +44,7 @@ describe("clearing a quarantine", () => {
     return ledger;
   };
 
-  it("takes effect at the next pass of a replica that cached it, well before the quarantine's instant, by API and by CLI", async () => {
+  it("takes effect at the next pass of a replica that cached it, well before the quarantine's instant, by API, CLI and the Schedule page", async () => {
     const start = Math.ceil(Date.now() / MINUTE) * MINUTE + 10 * MINUTE;
     const at = (ms: number) => new Date(start + ms);
     const a = replica();
@@ -90,6 +90,30 @@ describe("clearing a quarantine", () => {
     expect(fired.enqueued.map((slot) => [slot.key, slot.slot])).toEqual([[key, at(2 * MINUTE)]]);
     const jobs = await query<{ n: number }>(a.database.db, sql`select count(*)::int as n from cronledger.jobs where job_name = 'unq.broken'`);
     expect(jobs[0]?.n).toBe(2);
+
+
+    // Once more from the Schedule page: the quarantined entry has a button whose form posts its key; the post comes back to the page.
+    await breakIt();
+    expect((await a.tick({ now: at(3 * MINUTE) })).quarantined.map((slot) => slot.key)).toEqual([key]);
+    await fixIt();
+    const auth = { authorization: `Bearer ${TOKEN}` };
+    const page = await (await handler(new Request("http://localhost/admin/scheduler", { headers: auth }))).text();
+    const form = /<form method="post" action="scheduler\/quarantine\/clear"><input type="hidden" name="key" value="([^"]*)">/.exec(page);
+    expect(form?.[1]?.replace(/&#124;|&amp;|&quot;/g, (entity) => ({ "&#124;": "|", "&amp;": "&", "&quot;": '"' })[entity]!)).toBe(key);
+    expect(page.match(/Clear the quarantine/g)).toHaveLength(1);
+    const posted = await handler(
+      new Request("http://localhost/admin/scheduler/quarantine/clear", {
+        method: "POST",
+        headers: { ...auth, accept: "text/html", "content-type": "application/x-www-form-urlencoded" },
+        body: new URLSearchParams({ key }).toString(),
+      }),
+    );
+    expect(posted.status).toBe(303);
+    expect(posted.headers.get("location")).toBe("../../scheduler?unquarantined=unq.broken");
+    const after = await (await handler(new Request("http://localhost/admin/scheduler?unquarantined=unq.broken", { headers: auth }))).text();
+    expect(after).toContain("Quarantine of unq.broken cleared");
+    expect(after).not.toContain("Clear the quarantine");
+    expect((await b.tick({ now: at(3 * MINUTE + 1_000) })).enqueued.map((slot) => [slot.key, slot.slot])).toEqual([[key, at(3 * MINUTE)]]);
 
     // A key no row has: 404 from the API, exit 1 from the CLI.
     const missing = await handler(new Request("http://localhost/admin/scheduler/quarantine/clear?key=nope", { method: "POST", headers: { authorization: `Bearer ${TOKEN}` } }));

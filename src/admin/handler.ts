@@ -12,6 +12,7 @@ import { statusDocument } from "../wire/status.js";
 import { unquarantinedDocument } from "../wire/commands.js";
 import type { CronledgerMetrics } from "./metrics.js";
 import { PAGE_ENTRIES, PAGE_SCRIPT_HASH, renderSchedulePage } from "./page.js";
+import { unquarantinedNotice } from "./page-quarantine.js";
 
 export type AdminHandler = (request: Request) => Promise<Response>;
 
@@ -145,6 +146,7 @@ function pageView(params: URLSearchParams): { state: EntryState | null; page: nu
         ? `Job #${cancelled} was already cancelled; nothing changed.`
         : `Job #${cancelled} cancelled${was === "retrying" ? " while it waited for a retry" : ""}: it will not run.`;
   }
+  notice ??= unquarantinedNotice(params);
   return { state, page: Number.isInteger(page) && page >= 1 ? page : 1, notice };
 }
 
@@ -289,5 +291,9 @@ async function clearQuarantineRoute(ledger: AdminLedger, request: Request, metho
   if (key === "") return problem(400, "invalid_key", "Name the entry's ledger key: ?key=<key> (the `key` in the status).");
   const cleared = await ledger.clearQuarantine(key);
   if (cleared === null) return problem(404, "not_found", "No ledger row has this key in this namespace.");
+  // The Schedule page's button posted this: back to the page, saying what was done.
+  if ((request.headers.get("accept") ?? "").includes("text/html")) {
+    return new Response(null, { status: 303, headers: { ...BASE_HEADERS, location: `../../scheduler?unquarantined=${encodeURIComponent(cleared.jobName)}` } });
+  }
   return json(200, unquarantinedDocument(key, cleared));
 }

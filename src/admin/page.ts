@@ -6,6 +6,7 @@ import { createHash } from "node:crypto";
 import type { FailureTicket } from "../operators/failures.js";
 import type { RetryingJob } from "../operators/operations.js";
 import { redact } from "../redact.js";
+import { clearQuarantineForm } from "./page-quarantine.js";
 import { ENTRY_STATES, type EntryRun, type EntryState } from "../status/health.js";
 import { pageOf, type EntryProblem, type EntryStatus, type SchedulerStatus } from "../status/model.js";
 
@@ -120,7 +121,7 @@ function entryRow(entry: EntryStatus, now: Date): string {
   return `<tr class="${classes}" data-identity="${escapeHtml(entry.identity)}" data-state="${entry.state}">
   <td data-label="Job"><strong>${escapeHtml(entry.jobName)}</strong>${entry.chore ? ` ${CHORE_BADGE}` : ""}<div class="identity">${escapeHtml(entry.identity)}</div></td>
   <td data-label="Schedule"><code>${escapeHtml(entry.cron)}</code> <span class="muted">${escapeHtml(entry.timezone)}</span></td>
-  <td data-label="State">${stateBadge(entry.state)}<div class="reason">${escapeHtml(redact(entry.reason))}</div></td>
+  <td data-label="State">${stateBadge(entry.state)}<div class="reason">${escapeHtml(redact(entry.reason))}</div>${clearQuarantineForm(entry, escapeHtml)}</td>
   <td data-label="Recent runs">${strip(entry.recentRuns)}</td>
   <td data-label="Last slot">${lastSlot(entry, now)}</td>
   <td data-label="Next run">${instant(entry.nextRunAt, now)}</td>
@@ -285,7 +286,7 @@ button{font:inherit;padding:.2rem .7rem;cursor:pointer}button.danger{color:var(-
  */
 const SCRIPT = `(() => {
   const url = new URL(location.href);
-  const oneOff = ["retried", "as", "created", "cancelled", "was", "refused", "job", "code"];
+  const oneOff = ["retried", "as", "created", "cancelled", "was", "refused", "job", "code", "unquarantined"];
   if (oneOff.some((name) => url.searchParams.has(name))) {
     for (const name of oneOff) url.searchParams.delete(name);
     history.replaceState(history.state, "", url.pathname + url.search + url.hash);
