@@ -169,7 +169,8 @@ export async function buildStatus(sources: StatusSources, options: StatusOptions
   const runs = groupRuns(runRows, listedEntries, nowMs);
   const waitingByName = new Map(waiting.map((row) => [row.jobName, row]));
   // Rows held locked by another session, asked only of the overdue entries (one statement more when there are some): they say locked, not late.
-  const held = new Set(await scheduler.heldLedgerKeys(overdueKeys(listedEntries, ledger.rows, nowMs)));
+  const overdue = listedEntries.filter((entry) => overdueSlot({ nowMs, ledger: ledgerInput(ledger.rows.get(entry.ledgerKey)), calendar: entry.calendar, jitterMs: entry.jitterMs }));
+  const held = new Set(await scheduler.heldLedgerKeys(overdue.map((entry) => entry.ledgerKey)));
   // Per identity: load-time warnings, then what recent ticks saw.
   const loadProblems = new Map<string, EntryProblem[]>();
   const tickProblems = new Map<string, EntryProblem[]>();
@@ -196,7 +197,7 @@ export async function buildStatus(sources: StatusSources, options: StatusOptions
     const latestRun = entryRuns[0] ?? null;
     const health = entryHealth({
       nowMs,
-      ledger: row === undefined ? null : { slotMs: row.slot_ms, createdMs: row.created_ms, handled: row.handled },
+      ledger: ledgerInput(row),
       calendar: entry.calendar,
       jitterMs: entry.jitterMs,
       latestRun,
@@ -312,15 +313,7 @@ function waitingSince(run: EntryRun | null, entry: ResolvedEntry, nowMs: number,
   return nowMs - sinceMs >= slotToleranceMs(entry.calendar, run.scheduledFor.getTime()) ? { since: new Date(sinceMs), count: waiting.count } : null;
 }
 
-/** The ledger keys of entries whose first unhandled slot is overdue beyond its tolerance (the late ones, before any lock is known). */
-function overdueKeys(entries: readonly ResolvedEntry[], rows: ReadonlyMap<string, LedgerRow>, nowMs: number): string[] {
-  return entries
-    .filter((entry) => {
-      const row = rows.get(entry.ledgerKey);
-      return row !== undefined && overdueSlot({ nowMs, ledger: { slotMs: row.slot_ms, createdMs: row.created_ms, handled: row.handled }, calendar: entry.calendar, jitterMs: entry.jitterMs }) !== null;
-    })
-    .map((entry) => entry.ledgerKey);
-}
+const ledgerInput = (row: LedgerRow | undefined) => (row === undefined ? null : { slotMs: row.slot_ms, createdMs: row.created_ms, handled: row.handled });
 
 function totalsOf(queues: Readonly<Record<string, Readonly<Record<string, number>>>>): Record<JobStatus, number> {
   const totals = Object.fromEntries(JOB_STATUSES.map((name) => [name, 0])) as Record<JobStatus, number>;
