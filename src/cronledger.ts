@@ -269,6 +269,16 @@ export class Cronledger {
     return this.operations.running(options.limit ?? 50, options.id);
   }
 
+  /**
+   * Clears the quarantine of the entry with this ledger key (the `key` in the
+   * status; or its identity, for an entry of this process's schedule), once
+   * its cause is fixed: every replica's next pass fires its due slot. Null
+   * when the namespace has no such ledger row.
+   */
+  async clearQuarantine(key: string): Promise<{ key: string; jobName: string; wasQuarantined: boolean } | null> {
+    return (await this.scheduler.clearQuarantine(key)) ?? null;
+  }
+
   /** Jobs waiting for a retry after a failed attempt, soonest first (what `cancelJob` is usually for). */
   async retrying(options: { limit?: number } = {}): Promise<RetryingJob[]> {
     return this.operations.retrying(options.limit ?? 50);

@@ -85,6 +85,8 @@ export interface CronledgerEvents {
   pruned(event: { readonly table: "schedule_state" | "jobs"; readonly rows: number }): void;
   /** A reap pass took back jobs whose worker stopped heartbeating: requeued, or failed for good when that attempt was their last. */
   jobsReaped(event: { readonly requeued: number; readonly failed: number; readonly failedByJob: Readonly<Record<string, number>> }): void;
+  /** The prune chore failed queued jobs whose name no worker has registered for `chores.failUnregisteredAfter` (JobNotRegisteredError): failure tickets. */
+  jobsFailedUnregistered(event: { readonly failed: number; readonly failedByJob: Readonly<Record<string, number>> }): void;
   /** True while this process cannot start (migrate() failed, or start() cannot reach its database or tables); false once it can. */
   initFailure(failed: boolean): void;
 }
@@ -112,6 +114,7 @@ export function combineHooks(listeners: readonly CronledgerHooks[], onListenerEr
     jobFinished: emit("jobFinished"),
     pruned: emit("pruned"),
     jobsReaped: emit("jobsReaped"),
+    jobsFailedUnregistered: emit("jobsFailedUnregistered"),
     initFailure: emit("initFailure"),
   };
 }

@@ -307,8 +307,12 @@ describe("GET /metrics", () => {
     expect(metrics.value("cronledger_jobs_waiting_for_worker", { job_type: OTHER_JOB_TYPE })).toBe(1);
     expect(metrics.value("cronledger_jobs_waiting_for_worker_oldest_seconds", { job_type: OTHER_JOB_TYPE })).toBeGreaterThan(0);
     expect(jobs("panicked")).toBe(attempts.filter((row) => row.status === "failed").length);
-    // Terminal failures only: a failed attempt that will be retried is not one.
-    expect(metrics.value("cronledger_failures_total")).toBe(summary.failed);
+    // Terminal failures only (a failed attempt that will be retried is not one), every failure ticket: the worker's and
+    // ghost.job, which the prune chore failed as unregistered (counted as _other).
+    expect(metrics.value("cronledger_failures_total", { job_type: chargeJob.name })).toBe(summary.failed);
+    expect(metrics.value("cronledger_failures_total", { job_type: OTHER_JOB_TYPE })).toBe(1);
+    const tickets = await fixture.rows<{ n: number }>(sql`select count(*)::int as n from cronledger.jobs where status = 'failed'`);
+    expect(metrics.samples.filter((sample) => sample.name === "cronledger_failures_total").reduce((sum, sample) => sum + sample.value, 0)).toBe(tickets[0]?.n);
     expect(metrics.samples.some((sample) => sample.labels.job_type === "ghost.job")).toBe(false);
     expect(metrics.value("cronledger_job_duration_seconds_count")).toBe(summary.claimed);
 

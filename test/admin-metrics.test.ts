@@ -2,6 +2,7 @@ import { Registry } from "prom-client";
 import { describe, expect, it } from "vitest";
 import { createMetrics, OTHER_JOB_TYPE } from "../src/admin/metrics.js";
 import { createCronledger } from "../src/cronledger.js";
+import { defineJob } from "../src/jobs/define-job.js";
 import { silentLogger } from "../src/log.js";
 import type { TickReport } from "../src/events.js";
 import { createTestDatabase, serverUrl } from "./support/database.js";
@@ -129,5 +130,42 @@ describe("cronledger_init_failure", () => {
     const ledger = createCronledger({ database: withDatabase(serverUrl(), "cl_test_never_opened"), logger: silentLogger, metrics: false });
     expect(ledger.metrics).toBeNull();
     await ledger.close();
+  });
+});
+
+describe("cronledger_failures_total", () => {
+  it("counts every failure ticket: a panicked job and the jobs the prune chore fails as unregistered", async () => {
+    const database = await createTestDatabase(import.meta.url);
+    const broken = defineJob({ name: "metrics.broken", retry: "maintenance", run: () => Promise.reject(new Error("boom")) });
+    const removed = defineJob({ name: "metrics.removed", run: () => {} });
+    // An older version of the app enqueued `metrics.removed`; this one no longer has it.
+    const older = createCronledger({ database: { url: database.url, poolSize: 2 }, jobs: [removed], logger: silentLogger, metrics: false });
+    const ledger = createCronledger({
+      database: { url: database.url, poolSize: 2 },
+      jobs: [broken],
+      logger: silentLogger,
+      metrics: { registry: new Registry() },
+      chores: { failUnregisteredAfter: "1h" },
+    });
+    try {
+      await ledger.migrate();
+      await older.enqueue(removed);
+      await older.enqueue(removed);
+      await ledger.enqueue(broken);
+      expect(await ledger.work({ once: true })).toMatchObject({ failed: 1 });
+      expect(await ledger.prune({ now: new Date(Date.now() + 2 * 3_600_000) })).toMatchObject({ failedUnregistered: 2 });
+      const tickets = (await ledger.failures()).failures;
+      expect(tickets).toHaveLength(3);
+      const exposition = parseExposition((await ledger.metrics?.registry.metrics()) ?? "");
+      expect(exposition.value("cronledger_failures_total", { job_type: "metrics.broken" })).toBe(1);
+      // Not a job of this process: one label value for every unknown name.
+      expect(exposition.value("cronledger_failures_total", { job_type: OTHER_JOB_TYPE })).toBe(2);
+      const total = exposition.samples.filter((sample) => sample.name === "cronledger_failures_total").reduce((sum, sample) => sum + sample.value, 0);
+      expect(total).toBe(tickets.length);
+    } finally {
+      await older.close();
+      await ledger.close();
+      await database.drop();
+    }
   });
 });

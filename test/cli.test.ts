@@ -161,6 +161,11 @@ describe("cronledger command line", () => {
       expect(help.stdout).toContain(`Usage: cronledger ${commands[index]} [options]`);
       expect(help.stdout).toContain("--help");
     });
+    for (const [name, argument] of [["cancel", "<id>"], ["unquarantine", "<key>"]] as const) {
+      expect(main.stdout).toMatch(new RegExp(`^  ${name} `, "m"));
+      const help = await runCli([name, "--help"]);
+      expect(help.stdout).toContain(`Usage: cronledger ${name} ${argument} [options]`);
+    }
   });
 });
 

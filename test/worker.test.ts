@@ -225,6 +225,38 @@ describe.each(BACKENDS)("worker on %s", (backend) => {
     expect(row.last_error).toContain("1 h");
   });
 
+  it("never fails a registered job as unregistered, however long all its workers have been down", async () => {
+    const report = recordingJob("reports.registered", { behave: () => undefined });
+    const other = defineJob({ name: "reports.elsewhere", run: () => {} });
+    // Workers that registered both names ran, then all stopped.
+    const fleet = await open([report.job, other], { chores: { failUnregisteredAfter: "1h" } });
+    const running = fleet.work({ pollInterval: "50ms" });
+    await until(async () => (await registeredWorkers(fleet)) === 1);
+    await fleet.stop();
+    await running;
+    expect(await registeredWorkers(fleet)).toBe(0);
+    const { id: registeredId } = await fleet.enqueue(report.job);
+    const { id: elsewhereId } = await fleet.enqueue(other);
+
+    // The config of the process running the prune chore registers the job: two hours on, with no worker live, it still waits.
+    const now = await databaseNowMs(fleet);
+    expect(await fleet.prune({ now: new Date(now + 2 * 3_600_000) })).toMatchObject({ failedUnregistered: 0 });
+    expect(await jobState(fleet, registeredId)).toMatchObject({ status: "queued", attempts: 0 });
+    expect(await jobState(fleet, elsewhereId)).toMatchObject({ status: "queued", attempts: 0 });
+
+    // A process whose config lacks the job: it was registered within the hour by a worker now stopped, so it waits too.
+    const pruner = await open([], { chores: { failUnregisteredAfter: "1h" } });
+    await rows(pruner, sql`update cronledger.job_queue set run_at = now() - interval '2 hours' where id = ${elsewhereId}`);
+    expect(await pruner.prune()).toMatchObject({ failedUnregistered: 0 });
+    expect(await jobState(pruner, elsewhereId)).toMatchObject({ status: "queued" });
+    // The process that defines them still never fails them.
+    expect(await fleet.prune({ now: new Date(now + 2 * 3_600_000) })).toMatchObject({ failedUnregistered: 0 });
+    // Only to a process that defines neither name, once no worker has registered them for the whole hour, are they jobs
+    // of removed code, and failed.
+    expect(await pruner.prune({ now: new Date(now + 2 * 3_600_000) })).toMatchObject({ failedUnregistered: 2 });
+    expect(await jobState(pruner, elsewhereId)).toMatchObject({ status: "failed" });
+  });
+
   it("fails a stored payload that no longer parses terminally with a clear message, and passes parsed payloads", async () => {
     const seen: unknown[] = [];
     const typed = defineJob({

@@ -19,6 +19,8 @@ import { ENTRY_ACTION_PATH, entryActionNotice, runEntryAction, type EntryActions
 import type { CronledgerMetrics } from "./metrics.js";
 import { PAGE_ENTRIES, PAGE_SCRIPT_HASH, renderSchedulePage, STYLE } from "./page.js";
 import { renderStopConfirmation } from "./page-running.js";
+import { unquarantinedDocument } from "../wire/commands.js";
+import { unquarantinedNotice } from "./page-quarantine.js";
 
 export type AdminHandler = (request: Request) => Promise<Response>;
 
@@ -33,6 +35,8 @@ export interface AdminLedger extends EntryActionsLedger {
   failures(filter?: FailureFilter): Promise<FailurePage>;
   retryJob(id: number): Promise<RetriedJob>;
   cancelJob(id: number, request?: CancelRequest): Promise<CancelledJob>;
+  /** Clears an entry's quarantine by its ledger key; null when no row has the key. */
+  clearQuarantine(key: string): Promise<{ key: string; jobName: string; wasQuarantined: boolean } | null>;
   /** Jobs waiting for a retry, soonest first. */
   retrying(options?: { limit?: number }): Promise<RetryingJob[]>;
   /** The loaded schedule entries: the Schedule page lists each one's upcoming fire times; none without them. */
@@ -175,6 +179,7 @@ function pageView(params: URLSearchParams): { state: EntryState | null; page: nu
             : `Job #${cancelled} cancelled${was === "retrying" ? " while it waited for a retry" : ""}: it will not run.`;
   }
   notice ??= entryActionNotice(params);
+  notice ??= unquarantinedNotice(params);
   return { state, page: Number.isInteger(page) && page >= 1 ? page : 1, notice };
 }
 
@@ -304,6 +309,7 @@ export function createAdminHandler(ledger: AdminLedger, options: AdminHandlerOpt
       }
       return json(200, done.document);
     }
+    if (path === "/admin/scheduler/quarantine/clear") return clearQuarantineRoute(ledger, request, method, params, crossSite(request));
     const action = ACTION_PATH.exec(path);
     if (action) {
       const verb = action[2] === "cancel" ? "cancel" : "retry";
@@ -362,4 +368,24 @@ export function createAdminHandler(ledger: AdminLedger, options: AdminHandlerOpt
       return problem(500, "internal_error", "The request failed; the server log has the details.");
     }
   };
+}
+
+/**
+ * `POST /admin/scheduler/quarantine/clear?key=<ledger key>` (or `key` in a
+ * form body): clears the entry's quarantine; every replica's next pass fires
+ * its due slot. 404 when no ledger row has the key.
+ */
+async function clearQuarantineRoute(ledger: AdminLedger, request: Request, method: string, params: URLSearchParams, crossSite: boolean): Promise<Response> {
+  if (method !== "POST") return problem(405, "method_not_allowed", "Use POST.", { allow: "POST" });
+  if (crossSite) return problem(403, "cross_site", "Cross-site requests cannot clear quarantines.");
+  const form = (request.headers.get("content-type") ?? "").includes("application/x-www-form-urlencoded") ? new URLSearchParams(await request.text()) : undefined;
+  const key = params.get("key") ?? form?.get("key") ?? "";
+  if (key === "") return problem(400, "invalid_key", "Name the entry's ledger key: ?key=<key> (the `key` in the status).");
+  const cleared = await ledger.clearQuarantine(key);
+  if (cleared === null) return problem(404, "not_found", "No ledger row has this key in this namespace.");
+  // The Schedule page's button posted this: back to the page, saying what was done.
+  if ((request.headers.get("accept") ?? "").includes("text/html")) {
+    return new Response(null, { status: 303, headers: { ...BASE_HEADERS, location: `../../scheduler?unquarantined=${encodeURIComponent(cleared.jobName)}` } });
+  }
+  return json(200, unquarantinedDocument(key, cleared));
 }

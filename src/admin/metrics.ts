@@ -106,7 +106,7 @@ export function createMetrics(options: MetricsOptions): CronledgerMetrics {
   const failuresTotal = shared(registry, "cronledger_failures_total", Counter, () =>
     new Counter({
       name: "cronledger_failures_total",
-      help: "Jobs that failed for good (failure tickets): attempts that panicked, and jobs the reaper failed because their last attempt's worker died.",
+      help: "Jobs that failed for good (failure tickets): attempts that panicked, jobs the reaper failed because their last attempt's worker died, and queued jobs the prune chore failed as unregistered.",
       labelNames: ["job_type"] as const,
       registers,
     }),
@@ -124,7 +124,7 @@ export function createMetrics(options: MetricsOptions): CronledgerMetrics {
   shared(registry, "cronledger_schedule_entries", Gauge, () =>
     new Gauge({
       name: "cronledger_schedule_entries",
-      help: "Schedule entries by state (ok, late, never_fired, failing, retrying, running, quarantined, waiting_for_worker, invalid), read at scrape time.",
+      help: "Schedule entries by state (ok, late, locked, never_fired, failing, retrying, running, quarantined, waiting_for_worker, invalid), read at scrape time.",
       labelNames: ["state"] as const,
       registers,
       async collect() {
@@ -307,6 +307,9 @@ export function createMetrics(options: MetricsOptions): CronledgerMetrics {
     jobsReaped({ requeued, failed, failedByJob }) {
       if (requeued > 0) reapedTotal.inc({ outcome: "requeued" }, requeued);
       if (failed > 0) reapedTotal.inc({ outcome: "failed" }, failed);
+      for (const [jobName, count] of Object.entries(failedByJob)) failuresTotal.inc({ job_type: jobType(jobName) }, count);
+    },
+    jobsFailedUnregistered({ failedByJob }) {
       for (const [jobName, count] of Object.entries(failedByJob)) failuresTotal.inc({ job_type: jobType(jobName) }, count);
     },
     pruned({ table, rows }) {

@@ -6,6 +6,7 @@ import { createHash } from "node:crypto";
 import type { FailureTicket } from "../operators/failures.js";
 import type { RetryingJob, RunningJob } from "../operators/operations.js";
 import { redact } from "../redact.js";
+import { clearQuarantineForm } from "./page-quarantine.js";
 import { ENTRY_STATES, type EntryRun, type EntryState } from "../status/health.js";
 import { pageOf, type EntryProblem, type EntryStatus, type SchedulerStatus } from "../status/model.js";
 import type { ResolvedEntry } from "../schedule/validate.js";
@@ -54,6 +55,7 @@ export const PAGE_REFRESH_SECONDS = 15;
 const STATE_LABELS: Readonly<Record<EntryState, string>> = {
   ok: "ok",
   late: "late",
+  locked: "locked",
   never_fired: "never fired",
   failing: "failing",
   retrying: "retrying",
@@ -111,7 +113,7 @@ function entryRow(entry: EntryStatus, now: Date, loaded?: ResolvedEntry): string
   return `<tr class="${classes}" data-identity="${escapeHtml(entry.identity)}" data-state="${entry.state}">
   <td data-label="Job"><strong>${escapeHtml(entry.jobName)}</strong>${entry.chore ? ` ${CHORE_BADGE}` : ""}<div class="identity">${wrappable(entry.identity)}</div></td>
   <td data-label="Schedule"><code>${escapeHtml(entry.cron)}</code> <span class="muted">${escapeHtml(entry.timezone)}</span></td>
-  <td data-label="State">${stateBadge(entry.state)}<div class="reason">${textWithInstants(redact(entry.reason), now)}</div></td>
+  <td data-label="State">${stateBadge(entry.state)}<div class="reason">${textWithInstants(redact(entry.reason), now)}</div>${clearQuarantineForm(entry, escapeHtml)}</td>
   <td data-label="Recent runs">${strip(entry.recentRuns)}</td>
   <td data-label="Last slot">${lastSlot(entry, now)}</td>
   <td data-label="Next run">${instant(entry.nextRunAt, now)}${upcomingList(loaded, now, escapeHtml)}</td>
@@ -242,7 +244,7 @@ th{font-weight:600;color:var(--head)}.num{text-align:right}.identity{font:11px u
 .reason{font-size:12px;color:var(--muted);margin-top:.2rem;max-width:34rem;overflow-wrap:anywhere}
 tr.broken{background:color-mix(in srgb,var(--badbg) 45%,var(--card))}tr.chore td{color:var(--head)}.muted{color:var(--muted)}
 .badge{display:inline-block;border-radius:8px;padding:.05rem .5rem;font-size:12px;white-space:nowrap}
-.badge.ok,.state-ok.badge{background:var(--okbg);color:var(--okfg)}.badge.error,.state-failing.badge,.state-late.badge,.state-invalid.badge{background:var(--badbg);color:var(--badfg)}
+.badge.ok,.state-ok.badge{background:var(--okbg);color:var(--okfg)}.badge.error,.state-failing.badge,.state-late.badge,.state-locked.badge,.state-invalid.badge{background:var(--badbg);color:var(--badfg)}
 .state-retrying.badge,.state-waiting_for_worker.badge{background:var(--warnbg);color:var(--warnfg)}.state-running.badge{background:var(--infobg);color:var(--infofg)}
 .state-never_fired.badge{background:var(--greybg);color:var(--greyfg)}.state-quarantined.badge{background:var(--violetbg);color:var(--violetfg)}
 .badge.chore{background:var(--infobg);color:var(--infofg)}
@@ -275,7 +277,7 @@ button{font:inherit;padding:.2rem .7rem;cursor:pointer}button.danger{color:var(-
  */
 const SCRIPT = `(() => {
   const url = new URL(location.href);
-  const oneOff = ["retried", "as", "created", "cancelled", "was", "refused", "job", "code"];
+  const oneOff = ["retried", "as", "created", "cancelled", "was", "refused", "job", "code", "unquarantined"];
   if (oneOff.some((name) => url.searchParams.has(name))) {
     for (const name of oneOff) url.searchParams.delete(name);
     history.replaceState(history.state, "", url.pathname + url.search + url.hash);

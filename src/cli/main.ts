@@ -7,6 +7,7 @@ import { parseArgs, UsageError } from "./args.js";
 import type { CliIO, Command } from "./command.js";
 import { backfill } from "./commands/backfill.js";
 import { cancel } from "./commands/cancel.js";
+import { unquarantine } from "./commands/unquarantine.js";
 import { failures } from "./commands/failures.js";
 import { migrate } from "./commands/migrate.js";
 import { pause, resume } from "./commands/pause.js";
@@ -18,7 +19,7 @@ import { tick } from "./commands/tick.js";
 import { worker } from "./commands/worker.js";
 import { commandHelp, mainHelp } from "./help.js";
 
-export const COMMANDS: readonly Command[] = [preflight, migrate, worker, status, failures, cancel, pause, resume, backfill, tick, next, plan];
+export const COMMANDS: readonly Command[] = [preflight, migrate, worker, status, failures, cancel, unquarantine, pause, resume, backfill, tick, next, plan];
 
 /** How long the process may linger after a command finished, e.g. on a pool a config file opened, before it is ended. */
 const EXIT_GRACE_MS = 2_000;

@@ -145,7 +145,7 @@ export interface OperationsOptions {
   readonly database: Database;
   /** The jobs this process knows, by name: a retried failure gets its job's current attempt budget. */
   readonly jobs: ReadonlyMap<string, JobDefinition>;
-  readonly events: Pick<CronledgerEvents, "jobsReaped" | "pruned">;
+  readonly events: Pick<CronledgerEvents, "jobsReaped" | "jobsFailedUnregistered" | "pruned">;
   readonly logger: Logger;
   readonly leaseMs: number;
   readonly retention: ResolvedRetention;
@@ -313,19 +313,23 @@ export class Operations {
   }
 
   /**
-   * The prune chore's share of the registry: fails jobs that no live worker
-   * has known for `unregisteredAfterMs` (false: never), and forgets workers
-   * that died without stopping.
+   * The prune chore's share of the registry: fails jobs whose name no worker
+   * has registered for `unregisteredAfterMs` (false: never) and this process
+   * does not define, and forgets workers gone for longer than that (at least
+   * DEAD_WORKER_MS).
    */
   async pruneRegistry(unregisteredAfterMs: number | false, now?: Date): Promise<{ failedUnregistered: number; workers: number }> {
-    const failedUnregistered = unregisteredAfterMs === false ? 0 : await failUnregisteredJobs(this.db, unregisteredAfterMs, now);
+    const swept = unregisteredAfterMs === false ? { failed: 0, failedByJob: {} } : await failUnregisteredJobs(this.db, unregisteredAfterMs, [...this.options.jobs.keys()], now);
+    const failedUnregistered = swept.failed;
     if (failedUnregistered > 0) {
+      // Failure tickets like any other: the metrics' listener counts them in cronledger_failures_total.
+      this.options.events.jobsFailedUnregistered(swept);
       this.options.logger.warn("failed queued jobs that no running worker has registered (JobNotRegisteredError); see the failures list", {
         jobs: failedUnregistered,
         afterMs: unregisteredAfterMs,
       });
     }
-    const workers = await pruneWorkers(this.db, DEAD_WORKER_MS);
+    const workers = await pruneWorkers(this.db, Math.max(DEAD_WORKER_MS, unregisteredAfterMs === false ? 0 : unregisteredAfterMs));
     return { failedUnregistered, workers };
   }
 

@@ -63,7 +63,8 @@ export function lockedRow(context: TickContext, held: LockedEntry, nowMs: number
   logger.warn("ledger row is held locked by another session (an open transaction?); its entry is skipped until the lock goes, the other entries still fire", {
     job: entry.jobName,
     identity: entry.identity,
-    key: entry.ledgerKey,
+    // Not `key`: a field of that name is redacted as a secret, and the runbook asks for this one.
+    ledgerKey: entry.ledgerKey,
     lockedSince: new Date(seen.sinceMs).toISOString(),
   });
 }
@@ -103,6 +104,7 @@ export async function setAside(context: TickContext, plan: Plan, entry: Resolved
   context.logger.warn("schedule entry set aside: its own statement failed with a retryable error; the other entries fired, it is retried alone", {
     job: entry.jobName,
     identity: entry.identity,
+    ledgerKey: entry.ledgerKey,
     slot: set.slot.toISOString(),
     retryAt: set.retryAt.toISOString(),
     failures,
@@ -139,6 +141,7 @@ export async function quarantine(context: TickContext, plan: Plan, entry: Resolv
   context.logger.error("schedule entry quarantined: its slot is deferred to a later pass", {
     job: entry.jobName,
     identity: entry.identity,
+    ledgerKey: entry.ledgerKey,
     phase: quarantined.phase,
     slot: quarantined.slot.toISOString(),
     until: quarantined.until.toISOString(),
@@ -147,4 +150,5 @@ export async function quarantine(context: TickContext, plan: Plan, entry: Resolv
   });
   into.quarantined.push(quarantined);
   context.memory.deferred.set(entry.ledgerKey, untilMs);
+  context.memory.quarantined.add(entry.ledgerKey);
 }

@@ -25,6 +25,13 @@ export interface TickMemory {
    */
   readonly deferred: Map<string, number>;
   /**
+   * The entries of `deferred` whose deferral is their ledger row's quarantine.
+   * Every pass that runs a statement includes them (the statement never claims
+   * a quarantined row), so a quarantine cleared by an operator, or by another
+   * replica's claim, is seen, and the slot fired, at the next pass of every replica.
+   */
+  readonly quarantined: Set<string>;
+  /**
    * Entries whose own statement failed (src/schedule/deferrals.ts, setAside):
    * how many times in a row. They run alone, after the pass's statement, until
    * one of their slots is claimed, so they never hold up the other entries.

@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import type { Database } from "../db/connection.js";
 import type { Executor } from "../db/executor.js";
-import { ledgerSnapshot, pruneLedgerRows, type LedgerRow } from "../db/sql/ledger.js";
+import { clearQuarantine, heldLedgerKeys, ledgerSnapshot, pruneLedgerRows, type LedgerRow } from "../db/sql/ledger.js";
 import { reportSchedule, type ScheduleReport } from "../db/sql/workers.js";
 import type { ScheduleProblem } from "../errors.js";
 import type { CronledgerEvents, TickReport } from "../events.js";
@@ -115,7 +115,7 @@ export class Scheduler {
   private readonly database: Database;
   private readonly logger: Logger;
   private readonly events: CronledgerEvents;
-  private readonly memory: TickMemory = { memo: new Map(), deferred: new Map(), suspects: new Map(), locked: new Map(), clockOffsetMs: undefined };
+  private readonly memory: TickMemory = { memo: new Map(), deferred: new Map(), quarantined: new Set(), suspects: new Map(), locked: new Map(), clockOffsetMs: undefined };
   /** The passes' executor: cronledger's database, with the pass timeout. */
   private readonly passExecutor: Executor;
   private readonly passTimeoutMs: number;
@@ -203,6 +203,25 @@ export class Scheduler {
       });
     }
     return result;
+  }
+
+  /**
+   * Clears the quarantine of the entry with this ledger key (or identity, for
+   * an entry of this process's schedule): every replica's next pass fires
+   * its due slot (src/schedule/tick.ts reads the rows of the entries it holds
+   * back). Undefined when this namespace has no such ledger row.
+   */
+  async clearQuarantine(keyOrIdentity: string): Promise<{ key: string; jobName: string; wasQuarantined: boolean } | undefined> {
+    const own = [...this.entries, ...this.choreEntries].find((entry) => entry.identity === keyOrIdentity);
+    const row = await clearQuarantine(this.database.db, this.namespace, own?.ledgerKey ?? keyOrIdentity);
+    if (row === undefined) return undefined;
+    this.logger.info("quarantine cleared; every replica's next pass fires the entry's due slot", { ledgerKey: row.key, job: row.job_name, wasQuarantined: row.was_quarantined });
+    return { key: row.key, jobName: row.job_name, wasQuarantined: row.was_quarantined };
+  }
+
+  /** Of these ledger keys, those whose row another session holds locked: one statement, waiting for none. */
+  heldLedgerKeys(keys: readonly string[]): Promise<string[]> {
+    return heldLedgerKeys(this.database.db, keys);
   }
 
   /** The database clock and this namespace's ledger rows, by key: one statement. */

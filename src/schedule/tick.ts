@@ -79,7 +79,7 @@ async function tickOnce(context: TickContext, options: TickOptions): Promise<Omi
   const exactMs = options.now?.getTime() ?? null;
   const horizon = memory.horizon?.entries === context.entries ? memory.horizon : undefined;
   const plan = (estimateMs: number, horizonMs?: number) =>
-    planPass({ entries: context.entries, memo: memory.memo, deferredUntil: memory.deferred, exactMs, estimateMs, horizonMs });
+    watchQuarantined(context, planPass({ entries: context.entries, memo: memory.memo, deferredUntil: memory.deferred, exactMs, estimateMs, horizonMs }));
   let current = plan(Date.now() + (memory.clockOffsetMs ?? 0), horizon?.earliestMs);
   let planned = current.entries.length;
   let nowMs = await runPlan(context, current, result, upcoming);
@@ -89,12 +89,31 @@ async function tickOnce(context: TickContext, options: TickOptions): Promise<Omi
     planned += current.entries.length;
     nowMs = await runPlan(context, current, result, upcoming);
   }
-  for (const [key, until] of memory.deferred) if (until <= nowMs) memory.deferred.delete(key);
+  for (const [key, until] of memory.deferred) {
+    if (until > nowMs) continue;
+    memory.deferred.delete(key);
+    memory.quarantined.delete(key);
+  }
   // A pass that looked at no entry changed nothing: the horizon holds, and the earliest fire needs no look at each entry either.
   const earliest = planned === 0 && horizon !== undefined ? { earliestMs: horizon.earliestMs, complete: true } : earliestFire({ entries: context.entries, memo: memory.memo, deferredUntil: memory.deferred });
   memory.horizon = earliest.complete ? { entries: context.entries, earliestMs: earliest.earliestMs } : undefined;
   const next = Math.min(earliest.earliestMs, upcoming.ms);
   return { now: new Date(nowMs), ...result, nextFireAt: Number.isFinite(next) ? new Date(next) : null };
+}
+
+/**
+ * The plan with the entries this process holds back for a quarantine added:
+ * the statement reads their rows (and never claims one still quarantined), so
+ * a quarantine cleared meanwhile ends at this pass, on every replica, instead
+ * of when each replica's cached instant comes. Nothing is added when no
+ * quarantine is cached, so the idle pass stays a bare clock read.
+ */
+function watchQuarantined(context: TickContext, plan: Plan): Plan {
+  const { quarantined } = context.memory;
+  if (quarantined.size === 0) return plan;
+  const planned = new Set(plan.entries.map((entry) => entry.ledgerKey));
+  const watched = context.entries.filter((entry) => quarantined.has(entry.ledgerKey) && !planned.has(entry.ledgerKey));
+  return watched.length === 0 ? plan : { ...plan, entries: [...plan.entries, ...watched] };
 }
 
 /**
@@ -133,10 +152,12 @@ async function runPlan(context: TickContext, plan: Plan, into: PassResult, upcom
  * others. Without suspects, this is the pass's one statement.
  */
 async function runSuspectsApart(context: TickContext, plan: Plan, into: PassResult, upcoming: { ms: number }): Promise<{ nowMs: number; locked: LockedEntry[] }> {
-  const { suspects } = context.memory;
-  const apart = suspects.size === 0 ? [] : plan.entries.filter((entry) => suspects.has(entry.ledgerKey));
+  const { suspects, quarantined } = context.memory;
+  // A suspect still quarantined is only watched (never claimed, so it cannot fail): it stays in the one statement.
+  const alone = (entry: ResolvedEntry) => suspects.has(entry.ledgerKey) && !quarantined.has(entry.ledgerKey);
+  const apart = suspects.size === 0 ? [] : plan.entries.filter(alone);
   if (apart.length === 0) return runEntries(context, plan, plan.entries, into, upcoming, null);
-  const rest = plan.entries.filter((entry) => !suspects.has(entry.ledgerKey));
+  const rest = plan.entries.filter((entry) => !alone(entry));
   const results = [];
   if (rest.length > 0) results.push(await runEntries(context, plan, rest, into, upcoming, null));
   for (const entry of apart) results.push(await runEntries(context, plan, [entry], into, upcoming, null));
@@ -314,6 +335,10 @@ function absorb(
     if (row.quarantined_until_ms !== null && row.quarantined_until_ms > nowMs) {
       // Quarantined by this or another replica: every replica waits for the same instant.
       memory.deferred.set(entry.ledgerKey, row.quarantined_until_ms);
+      memory.quarantined.add(entry.ledgerKey);
+    } else if (memory.quarantined.delete(entry.ledgerKey)) {
+      // Cleared (by an operator, or a claim elsewhere): the statement has just treated it as any entry.
+      memory.deferred.delete(entry.ledgerKey);
     }
     if (row.locked) {
       locked.push({ entry, slotMs: row.slot_ms ?? row.old_ms ?? nowMs });

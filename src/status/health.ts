@@ -9,7 +9,7 @@
  */
 
 /** The states, most urgent first: when several hold, the first one is the entry's state. */
-export const ENTRY_STATES = ["paused", "quarantined", "late", "failing", "waiting_for_worker", "retrying", "running", "never_fired", "ok"] as const;
+export const ENTRY_STATES = ["paused", "quarantined", "locked", "late", "failing", "waiting_for_worker", "retrying", "running", "never_fired", "ok"] as const;
 export type EntryState = (typeof ENTRY_STATES)[number];
 
 /** What one job row of an entry (one run) looks like to the status. */
@@ -50,8 +50,14 @@ export interface HealthInput {
   readonly quarantine?: { readonly until: Date; readonly reason: string; readonly count?: number } | null;
   /** An operator's pause in its ledger row: its slots are recorded as skipped until it is resumed. */
   readonly pause?: { readonly at: Date; readonly by: string | null; readonly note: string | null } | null;
-  /** Its latest run waits for a worker that knows its job (true, or since when). */
-  readonly waitingForWorker?: boolean | { readonly since: Date } | null;
+  /**
+   * Its jobs wait for a worker that knows its job (true, or since when the
+   * oldest has been ready and how many wait: of its job name, however many
+   * newer jobs its slots keep adding).
+   */
+  readonly waitingForWorker?: boolean | { readonly since: Date; readonly count?: number } | null;
+  /** Its ledger row is held locked by another session (checked only for an overdue entry), with the row's key for the runbook. */
+  readonly locked?: { readonly key: string } | null;
 }
 
 export interface EntryHealth {
@@ -95,7 +101,7 @@ export function describeDuration(ms: number): string {
 const iso = (ms: number | Date) => new Date(ms).toISOString();
 
 /** The first slot the ledger has not handled, when it is overdue beyond its tolerance. */
-function overdueSlot(input: HealthInput): { slotMs: number; overdueMs: number; toleranceMs: number } | null {
+export function overdueSlot(input: Pick<HealthInput, "nowMs" | "ledger" | "calendar" | "jitterMs">): { slotMs: number; overdueMs: number; toleranceMs: number } | null {
   if (input.ledger === null) return null;
   const slotMs = input.calendar.nextMs(input.ledger.slotMs);
   if (slotMs === null) return null;
@@ -125,6 +131,15 @@ export function entryHealth(input: HealthInput): EntryHealth {
     return { state: "quarantined", reason: `left out of scheduler passes until ${iso(quarantine.until)}${times}: ${quarantine.reason}` };
   }
   const overdue = overdueSlot(input);
+  if (overdue && input.locked) {
+    return {
+      state: "locked",
+      reason:
+        `slot ${iso(overdue.slotMs)} is ${describeDuration(overdue.overdueMs)} past its fire time: its ledger row (key ${input.locked.key}) is held locked ` +
+        "by another session (an open transaction?), so passes skip it while the other entries fire; it fires once the lock goes " +
+        "(find the holder: select pid, state, xact_start, query from pg_stat_activity where state = 'idle in transaction')",
+    };
+  }
   if (overdue) {
     return {
       state: "late",
@@ -139,9 +154,11 @@ export function entryHealth(input: HealthInput): EntryHealth {
   const waiting = input.waitingForWorker;
   if (waiting && run !== null && (run.kind === "queued" || run.kind === "retrying")) {
     const since = typeof waiting === "object" ? ` since ${iso(waiting.since)}` : "";
+    const count = typeof waiting === "object" ? (waiting.count ?? 1) : 1;
+    const others = count > 1 ? ` (${count} of its job's jobs wait, the oldest ready${since})` : since === "" ? "" : ` (ready${since})`;
     return {
       state: "waiting_for_worker",
-      reason: `${runLabel(run)} has been ready${since} and no worker has claimed it: no running worker knows this job or serves its queue, or all of them are busy`,
+      reason: `${runLabel(run)} waits${others} and no worker has claimed it: no running worker knows this job or serves its queue, or all of them are busy`,
     };
   }
   if (run?.kind === "retrying") {

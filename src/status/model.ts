@@ -5,7 +5,7 @@ import { redact } from "../redact.js";
 import type { InvalidScheduleEntry, Scheduler } from "../schedule/scheduler.js";
 import type { ResolvedEntry } from "../schedule/validate.js";
 import { JOB_STATUSES, type JobStatus } from "../schema.js";
-import { entryHealth, slotToleranceMs, type EntryRun, type EntryState } from "./health.js";
+import { entryHealth, overdueSlot, slotToleranceMs, type EntryRun, type EntryState } from "./health.js";
 import type { EntryProblemTracker } from "./problems.js";
 import { groupRuns, readRunRows, type RunReader } from "./runs.js";
 
@@ -177,7 +177,10 @@ export async function buildStatus(sources: StatusSources, options: StatusOptions
   ]);
   const nowMs = options.now?.getTime() ?? ledger.nowMs;
   const runs = groupRuns(runRows, listedEntries, nowMs);
-  const unknownToWorkers = new Set(waiting.map((row) => row.jobName));
+  const waitingByName = new Map(waiting.map((row) => [row.jobName, row]));
+  // Rows held locked by another session, asked only of the overdue entries (one statement more when there are some): they say locked, not late.
+  const overdue = listedEntries.filter((entry) => overdueSlot({ nowMs, ledger: ledgerInput(ledger.rows.get(entry.ledgerKey)), calendar: entry.calendar, jitterMs: entry.jitterMs }));
+  const held = new Set(await scheduler.heldLedgerKeys(overdue.map((entry) => entry.ledgerKey)));
   // Per identity: load-time warnings, then what recent ticks saw.
   const loadProblems = new Map<string, EntryProblem[]>();
   const tickProblems = new Map<string, EntryProblem[]>();
@@ -205,13 +208,14 @@ export async function buildStatus(sources: StatusSources, options: StatusOptions
     const latestRun = entryRuns[0] ?? null;
     const health = entryHealth({
       nowMs,
-      ledger: row === undefined ? null : { slotMs: row.slot_ms, createdMs: row.created_ms, handled: row.handled },
+      ledger: ledgerInput(row),
       calendar: entry.calendar,
       jitterMs: entry.jitterMs,
       latestRun,
       quarantine,
       pause,
-      waitingForWorker: unknownToWorkers.has(entry.jobName) ? waitingSince(latestRun, entry, nowMs) : null,
+      waitingForWorker: waitingSince(latestRun, entry, nowMs, waitingByName.get(entry.jobName)),
+      locked: held.has(entry.ledgerKey) ? { key: entry.ledgerKey } : null,
     });
     const loaded = loadProblems.get(entry.identity) ?? [];
     const noNextRun =
@@ -313,15 +317,21 @@ function quarantineProblem(quarantine: EntryQuarantine): EntryProblem {
 }
 
 /**
- * Since when the entry's newest run has waited for a worker that knows its
- * job: no live worker registers its job name (checked by the caller), and it
- * has been queued and due for longer than the entry's tolerance, so a job a
- * rollout is about to serve does not flap the state.
+ * Since when the entry's jobs have waited for a worker that knows their job:
+ * no live worker registers its job name (`waiting`, the jobs of that name no
+ * live worker can run), its newest run is still queued, and the oldest of
+ * them has been ready for longer than the entry's tolerance, so a job a
+ * rollout is about to serve does not flap the state. The oldest, not the
+ * newest: an entry firing every few seconds always has a job younger than
+ * its tolerance.
  */
-function waitingSince(run: EntryRun | null, entry: ResolvedEntry, nowMs: number): { since: Date } | null {
-  if (run === null || (run.kind !== "queued" && run.kind !== "retrying")) return null;
-  return nowMs - run.runAt.getTime() >= slotToleranceMs(entry.calendar, run.scheduledFor.getTime()) ? { since: run.runAt } : null;
+function waitingSince(run: EntryRun | null, entry: ResolvedEntry, nowMs: number, waiting: WaitingForWorker | undefined): { since: Date; count: number } | null {
+  if (waiting === undefined || run === null || (run.kind !== "queued" && run.kind !== "retrying")) return null;
+  const sinceMs = Math.min(waiting.oldestSince.getTime(), run.runAt.getTime());
+  return nowMs - sinceMs >= slotToleranceMs(entry.calendar, run.scheduledFor.getTime()) ? { since: new Date(sinceMs), count: waiting.count } : null;
 }
+
+const ledgerInput = (row: LedgerRow | undefined) => (row === undefined ? null : { slotMs: row.slot_ms, createdMs: row.created_ms, handled: row.handled });
 
 function totalsOf(queues: Readonly<Record<string, Readonly<Record<string, number>>>>): Record<JobStatus, number> {
   const totals = Object.fromEntries(JOB_STATUSES.map((name) => [name, 0])) as Record<JobStatus, number>;

@@ -114,3 +114,16 @@ export function preflightProblemDocuments(
 export function preflightFailureDocument(config: string, error: { readonly code: string; readonly message: string }): PreflightDocument {
   return { version: WIRE_VERSION, ok: false, config, error: { code: error.code, message: error.message } };
 }
+
+/** `cronledger unquarantine <key> --json` and `POST .../quarantine/clear`: whether a ledger row had the key, and whether it was quarantined. */
+export interface UnquarantinedDocument extends Versioned {
+  readonly cleared: boolean;
+  readonly key: string;
+  /** Null when no ledger row has the key. */
+  readonly job: string | null;
+  readonly was_quarantined: boolean;
+}
+
+export function unquarantinedDocument(key: string, cleared: { readonly key: string; readonly jobName: string; readonly wasQuarantined: boolean } | null): UnquarantinedDocument {
+  return { version: WIRE_VERSION, cleared: cleared !== null, key: cleared?.key ?? key, job: cleared?.jobName ?? null, was_quarantined: cleared?.wasQuarantined ?? false };
+}

@@ -68,7 +68,10 @@ function describeStatus(report: SchedulerStatus, where: (index: number | null) =
   for (const warning of report.warnings) lines.push(`warning [${warning.code}] ${warning.message}`);
   for (const entry of report.entries) {
     if (entry.quarantine === null) continue;
-    lines.push(`quarantined ${entry.jobName} (${entry.identity}) until ${entry.quarantine.until.toISOString()}, ${plural(entry.quarantine.count, "failure")}: ${entry.quarantine.reason}`);
+    lines.push(
+      `quarantined ${entry.jobName} (${entry.identity}) until ${entry.quarantine.until.toISOString()}, ${plural(entry.quarantine.count, "failure")}: ${entry.quarantine.reason}` +
+        ` (ledger key ${entry.key}; \`cronledger unquarantine ${entry.key}\` once fixed)`,
+    );
   }
   if (report.waitingForWorker.length > 0) {
     lines.push("", "Waiting for a worker that knows them (no running worker serving their queue has registered them):");

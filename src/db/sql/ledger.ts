@@ -354,6 +354,45 @@ export async function resumeEntry(
   return row;
 }
 
+/**
+ * Clears an entry's quarantine (an operator's doing, once its cause is
+ * fixed): the next pass of every replica claims its due slot. Returns what
+ * the row held, or undefined when the namespace has no such row.
+ */
+export async function clearQuarantine(
+  executor: Executor,
+  namespace: string,
+  key: string,
+): Promise<{ key: string; job_name: string; was_quarantined: boolean } | undefined> {
+  const [row] = await query<{ key: string; job_name: string; was_quarantined: boolean }>(
+    executor,
+    sql`update ${scheduleState} as s set ${name(scheduleState.quarantinedUntil)} = null, ${name(scheduleState.quarantineReason)} = null,
+          ${name(scheduleState.quarantineCount)} = 0, ${name(scheduleState.quarantinedSince)} = null
+        from (select ${scheduleState.key} as key, ${scheduleState.quarantinedUntil} is not null as was from ${scheduleState}
+              where ${scheduleState.namespace} = ${namespace} and ${scheduleState.key} = ${key} for update) as old
+        where ${s.key} = old.key
+        returning ${s.key} as key, ${s.jobName} as job_name, old.was as was_quarantined`,
+  );
+  return row;
+}
+
+/**
+ * Of these ledger keys, the rows another session holds locked (an open
+ * transaction that locked or updated them): what a late entry's status says
+ * instead of "no scheduler is ticking". FOR SHARE SKIP LOCKED takes no lock
+ * past this statement and waits for none; a row it skips is held.
+ */
+export async function heldLedgerKeys(executor: Executor, keys: readonly string[]): Promise<string[]> {
+  if (keys.length === 0) return [];
+  const rows = await query<{ key: string }>(
+    executor,
+    sql`with wanted as (select ${scheduleState.key} as key from ${scheduleState} where ${scheduleState.key} = any(${array(keys, "text")})),
+        free as (select ${scheduleState.key} as key from ${scheduleState} where ${scheduleState.key} = any(${array(keys, "text")}) for share skip locked)
+        select key from wanted where key not in (select key from free)`,
+  );
+  return rows.map((row) => row.key);
+}
+
 export interface LedgerPrune {
   readonly namespace: string;
   /** The pruning process's own ledger keys: live whatever the registry says. */

@@ -39,15 +39,21 @@ export function registerWorker(worker: WorkerRegistration): SQL {
     on conflict (${name(workers.id)}) do update set ${name(workers.heartbeatAt)} = now()`;
 }
 
-/** Removes a worker that stopped. */
+/**
+ * A worker that stopped: no longer live (a lease of 0), but its row stays, with
+ * its last heartbeat, as the record that its job names were registered then
+ * (failUnregisteredJobs); pruneWorkers deletes it later.
+ */
 export async function unregisterWorker(executor: Executor, id: string): Promise<void> {
-  await executor.execute(sql`delete from ${workers} where ${workers.id} = ${id}`);
+  await executor.execute(sql`update ${workers} set ${name(workers.leaseMs)} = 0, ${name(workers.heartbeatAt)} = now() where ${workers.id} = ${id}`);
 }
 
 /**
  * Deletes the rows of workers whose heartbeat is older than `olderThanMs`
- * (they died without stopping); returns how many. Judged by the database
- * clock always: whether a process is alive is not a matter of `tick({ now })`.
+ * (they stopped, or died without stopping); returns how many. Judged by the
+ * database clock always: whether a process is alive is not a matter of
+ * `tick({ now })`. The prune chore keeps them as long as failUnregisteredJobs
+ * looks back.
  */
 export async function pruneWorkers(executor: Executor, olderThanMs: number): Promise<number> {
   const [row] = await query<{ n: number }>(
@@ -91,30 +97,44 @@ export async function jobsWaitingForWorker(executor: Executor, now?: Date): Prom
   );
 }
 
+/** No worker, live or stopped, that serves this job's queue has registered its name within `withinMs` (by its last heartbeat). */
+const unregisteredWithin = (jobName: SQL, queue: SQL, withinMs: number, now: Date | undefined) =>
+  sql`not exists (select 1 from ${workers} where ${workers.heartbeatAt} >= ${clock(now)} - ${milliseconds(withinMs)}
+        and ${jobName} = any(${workers.jobNames}) and ${queue} = any(${workers.queues}))`;
+
 /**
  * Fails, with a JobNotRegisteredError, queued jobs that have been ready for
- * longer than `olderThanMs` while no live worker knows them: stored jobs
- * that can never run (a job removed from the code, a typo in a raw enqueue).
- * A job that merely waits through a rolling deploy is never touched.
+ * longer than `olderThanMs` and whose name no worker serving their queue has
+ * registered within `olderThanMs`, live or not: stored jobs that can never run
+ * (a job removed from the code, a typo in a raw enqueue). Never a name in
+ * `registered` (the calling process's own jobs), nor one whose workers are
+ * merely all down: a job that waits through a rolling deploy or a maintenance
+ * is never touched.
  */
-export async function failUnregisteredJobs(executor: Executor, olderThanMs: number, now?: Date): Promise<number> {
+export async function failUnregisteredJobs(
+  executor: Executor,
+  olderThanMs: number,
+  registered: readonly string[],
+  now?: Date,
+): Promise<{ failed: number; failedByJob: Record<string, number> }> {
   const q = jobQueue;
   const j = alias(jobQueue, "j");
   const error = sql`format(${JobNotRegisteredError.UNCLAIMED_FORMAT}::text, ${j.jobName}, ${j.queue}, ${`${+(olderThanMs / 3_600_000).toFixed(2)} h`}::text)`;
-  const [row] = await query<{ n: number }>(
+  const rows = await query<{ job_name: string; n: number }>(
     executor,
     sql`with doomed as (
           select ${q.id} as id from ${jobQueue}
           where ${q.status} = 'queued' and ${q.runAt} < ${clock(now)} - ${milliseconds(olderThanMs)}
-            and ${unknownToLiveWorkers(sql`${q.jobName}`, sql`${q.queue}`)}
+            and not ${q.jobName} = any(${array(registered, "text")})
+            and ${unregisteredWithin(sql`${q.jobName}`, sql`${q.queue}`, olderThanMs, now)}
           for update skip locked
         ), moved as (
           delete from ${jobQueue} as j where ${j.id} = any(array(select id from doomed))
           returning ${movedToHistory({ status: sql`'failed'`, outcome: sql`null::text`, lastError: error })}
         ), ${archiveCtes()}
-        select count(*)::int as n from moved`,
+        select job_name, count(*)::int as n from moved group by job_name`,
   );
-  return row?.n ?? 0;
+  return { failed: rows.reduce((sum, row) => sum + row.n, 0), failedByJob: Object.fromEntries(rows.map((row) => [row.job_name, row.n])) };
 }
 
 export interface ScheduleReport {
