@@ -94,6 +94,7 @@ export class Cronledger {
       maxPayloadBytes: this.options.maxPayloadBytes,
       mode: this.options.invalidEntries,
       catchUpWindowMs: this.options.catchUpWindowMs,
+      overlap: this.options.overlap,
     });
     this.entries = schedule.entries;
     this.warnings = schedule.warnings;

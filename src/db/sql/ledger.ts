@@ -184,7 +184,7 @@ export async function runPass(executor: Executor, input: PassInput): Promise<Pas
       rp.key is not null as repaired, i.id::float8 as job_id,
       (d.key is not null or co.key is not null) and l.key is null as locked, e.quarantined_until_ms,
       dc.skip_reason, dc.skip_detail, sk.id::float8 as skipped_job_id
-    from clock cross join notified
+    from clock cross join notified cross join overlap_notified
     left join entry e on true
     left join due d on d.key = e.key
     left join corrupt co on co.key = e.key
