@@ -3,6 +3,7 @@ import { childLogger, type Logger } from "../log.js";
 import type { JobContext, JobDefinition, JobResult, JobSchedule } from "./define-job.js";
 import type { EnqueuedJob, Enqueuer, EnqueueRequest, JobReference } from "./define-job.js";
 import type { EnqueueManyOptions, EnqueueOptions } from "./enqueue-options.js";
+import { parseTriggerKey } from "./trigger-key.js";
 
 export interface AttemptInput {
   readonly jobId: number;
@@ -12,6 +13,8 @@ export interface AttemptInput {
   readonly scheduledFor: Date | null;
   /** The job's `schedule_key`; null for enqueued jobs. */
   readonly scheduleKey: string | null;
+  /** A run-now's idempotency key; null or absent for every other job. */
+  readonly triggerKey?: string | null;
 }
 
 /** What every attempt of a worker shares: its logger, the enqueuer behind `ctx.enqueue`, and the loaded entries by ledger key. */
@@ -34,6 +37,7 @@ export class Attempt implements JobContext {
   readonly maxAttempts: number;
   readonly scheduledFor: Date | null;
   private readonly scheduleKey: string | null;
+  private readonly triggerKey: string | null;
   /** Why the worker ended this attempt; undefined while it may run on. */
   abortReason: unknown;
   private aborted = false;
@@ -51,12 +55,13 @@ export class Attempt implements JobContext {
     this.maxAttempts = input.maxAttempts;
     this.scheduledFor = input.scheduledFor;
     this.scheduleKey = input.scheduleKey;
+    this.triggerKey = input.triggerKey ?? null;
   }
 
   get schedule(): JobSchedule | null {
     if (this.scheduleKey === null || this.scheduledFor === null) return null;
     const entry = this.services.entryOf(this.scheduleKey);
-    return { key: this.scheduleKey, identity: entry?.identity ?? null, entryKey: entry?.entryKey ?? null, slot: this.scheduledFor };
+    return { key: this.scheduleKey, identity: entry?.identity ?? null, entryKey: entry?.entryKey ?? null, slot: this.scheduledFor, trigger: parseTriggerKey(this.triggerKey) };
   }
 
   /** Enqueues a follow-up job; `{ db: tx }` writes it in the handler's own transaction. */

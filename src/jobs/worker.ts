@@ -341,6 +341,7 @@ export class Worker {
         maxAttempts: job.maxAttempts,
         scheduledFor: job.scheduledForMs === null ? null : new Date(job.scheduledForMs),
         scheduleKey: job.scheduleKey,
+        triggerKey: job.triggerKey,
       },
       this.deps.attempts,
     );

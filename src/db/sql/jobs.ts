@@ -159,6 +159,8 @@ export interface ClaimedJob {
   readonly scheduleKey: string | null;
   /** The retry policy given at enqueue, as JSON; null: the job's own. */
   readonly retryPolicy: string | null;
+  /** A run-now's idempotency key (src/jobs/trigger-key.ts); null for every other job. */
+  readonly triggerKey: string | null;
 }
 
 export interface ClaimRequest {
@@ -255,7 +257,8 @@ function claimStatement(ordinary: boolean, withChores: boolean, fixedClock: bool
           and (select set_config('synchronous_commit', 'off', true)) = 'off'
         returning ${j.id}::float8 as "id", ${j.jobName} as "jobName", ${j.queue} as "queue", ${j.payload}::text as "payload",
           ${j.priority} as "priority", ${epochMs(j.runAt)} as "runAtMs", ${j.attempts} as "attempts", ${j.maxAttempts} as "maxAttempts",
-          ${epochMs(j.scheduledFor)} as "scheduledForMs", ${j.scheduleKey} as "scheduleKey", ${j.retryPolicy}::text as "retryPolicy"`;
+          ${epochMs(j.scheduledFor)} as "scheduledForMs", ${j.scheduleKey} as "scheduleKey", ${j.retryPolicy}::text as "retryPolicy",
+          case when ${j.idempotencyKey} like 'trigger|%' then ${j.idempotencyKey} end as "triggerKey"`;
   });
 }
 

@@ -26,12 +26,12 @@ import { JOB_ID_SEQUENCE } from "./jobs.js";
  * history as a finished run of its entry (status `skipped`, its reason in
  * `last_error`), through the archiving CTEs every finishing statement
  * shares. Kept apart from the pass's own CTEs so the pass reads as before
- * plus a few lines: these CTEs expect the pass's `clock`, `entry` (with
- * `overlap`, `paused`, `paused_by`, `paused_note`), `due` and `claimed`,
- * and define `decided` (one row per claimed, non-stale slot: `key`,
- * `slot_at`, `skip_reason` and `skip_detail`, null for a slot to enqueue),
- * `moved` (the history rows) and `overlap_notified` (to be joined by the
- * final select, so its notifications are sent).
+ * plus a few lines (slotPolicyCtes takes the slots to decide), and shared
+ * with a run-now (src/db/sql/trigger.ts), to which the entry's policy applies
+ * the same way. They define `decided` (one row per slot: `key`, `slot_at`,
+ * `skip_reason` and `skip_detail`, null for a slot to enqueue), `moved` (the
+ * history rows) and `overlap_notified` (to be joined by the final select, so
+ * its notifications are sent).
  */
 
 export const OVERLAP_POLICIES = ["allow_all", "skip", "buffer_one", "cancel_other"] as const;
@@ -44,30 +44,38 @@ export const OVERLAP_REQUESTER = "overlap";
 
 const j = alias(jobQueue, "j");
 
-export function skippedSlotCtes(): SQL {
+/**
+ * The policy's CTEs over `candidates`: a select of the slots to decide, one
+ * row per entry, with columns `key`, `slot_at`, `overlap`, `paused`
+ * (boolean), `paused_by`, `paused_note`, `job_name`, `queue`, `payload`,
+ * `priority`, `max_attempts`. `now` is the instant a skipped run is created
+ * at. The pass gives its claimed, non-stale slots; a run-now its one entry
+ * (src/db/sql/trigger.ts).
+ */
+export function slotPolicyCtes(candidates: SQL, now: SQL): SQL {
   const q = jobQueue;
-  return sql`live as materialized (
-      -- The live jobs of the claimed entries that have a policy: one index range each (job_queue_schedule_idx).
+  return sql`slot_candidates as materialized (${candidates}
+    ), live as materialized (
+      -- The live jobs of the entries that have a policy: one index range each (job_queue_schedule_idx).
       select ${q.scheduleKey} as key, count(*) filter (where ${q.status} = 'queued') as queued,
         count(*) filter (where ${q.status} = 'running') as running, min(${q.id}) as oldest_id
       from ${jobQueue}
-      where ${q.scheduleKey} in (select cl.key from claimed cl join entry e on e.key = cl.key where e.overlap <> 'allow_all' and not coalesce(e.paused, false))
+      where ${q.scheduleKey} in (select key from slot_candidates where overlap <> 'allow_all' and not paused)
       group by ${q.scheduleKey}
     ), decided as (
-      select d.key, d.slot_at, e.overlap = 'cancel_other' and not coalesce(e.paused, false) and lv.key is not null as supersedes,
-        case when e.paused then 'paused'
-             when e.overlap = 'skip' and lv.key is not null then 'overlap'
-             when e.overlap = 'buffer_one' and (lv.queued > 0 or lv.running > 1) then 'overlap'
+      select c.key, c.slot_at, c.job_name, c.queue, c.payload, c.priority, c.max_attempts,
+        c.overlap = 'cancel_other' and not c.paused and lv.key is not null as supersedes,
+        case when c.paused then 'paused'
+             when c.overlap = 'skip' and lv.key is not null then 'overlap'
+             when c.overlap = 'buffer_one' and (lv.queued > 0 or lv.running > 1) then 'overlap'
         end as skip_reason,
-        case when e.paused then left('paused by ' || coalesce(e.paused_by, 'an operator') || coalesce(': ' || e.paused_note, ''), 1000)
-             when e.overlap = 'skip' and lv.key is not null
+        case when c.paused then left('paused by ' || coalesce(c.paused_by, 'an operator') || coalesce(': ' || c.paused_note, ''), 1000)
+             when c.overlap = 'skip' and lv.key is not null
                then 'overlap policy skip: job #' || lv.oldest_id || ' of this entry is still ' || case when lv.running > 0 then 'running' else 'queued' end
-             when e.overlap = 'buffer_one' and (lv.queued > 0 or lv.running > 1)
+             when c.overlap = 'buffer_one' and (lv.queued > 0 or lv.running > 1)
                then 'overlap policy buffer_one: ' || case when lv.queued > 0 then 'a job of this entry already waits' else 'two jobs of this entry are running' end
         end as skip_detail
-      -- Driven by the due slots (claimed ones only, as a hashed semi-join): a join on the claim's RETURNING was planned as a nested loop.
-      from due d join entry e on e.key = d.key left join live lv on lv.key = d.key
-      where not d.stale and d.key in (select key from claimed)
+      from slot_candidates c left join live lv on lv.key = c.key
     ), superseding as materialized (
       select key, slot_at from decided where supersedes
     ), superseded_targets as materialized (
@@ -99,11 +107,11 @@ export function skippedSlotCtes(): SQL {
       select count(pg_notify(${CANCEL_CHANNEL}, id::text)) as n from stop_asked
     ), moved as materialized (
       -- A skipped slot is a finished run of its entry that never ran: no idempotency key, so a deliberate backfill may still fire it.
-      select nextval(${JOB_ID_SEQUENCE}::regclass) as id, e.job_name, e.queue, e.payload::jsonb as payload, e.priority, e.max_attempts,
-        null::text as idempotency_key, e.key as schedule_key, dc.slot_at::timestamptz as scheduled_for, null::jsonb as retry_policy,
-        clock.now as created_at, 'skipped'::text as status, dc.skip_reason as outcome, clock.now as run_at, 0 as attempts,
+      select nextval(${JOB_ID_SEQUENCE}::regclass) as id, dc.job_name, dc.queue, dc.payload::jsonb as payload, dc.priority, dc.max_attempts,
+        null::text as idempotency_key, dc.key as schedule_key, dc.slot_at::timestamptz as scheduled_for, null::jsonb as retry_policy,
+        ${now} as created_at, 'skipped'::text as status, dc.skip_reason as outcome, ${now} as run_at, 0 as attempts,
         null::text as locked_by, dc.skip_detail as last_error, null::timestamptz as started_at, now() as finished_at
-      from decided dc join entry e on e.key = dc.key cross join clock
+      from decided dc
       where dc.skip_reason is not null
       union all
       select * from superseded
