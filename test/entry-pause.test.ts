@@ -108,7 +108,7 @@ describe.each(BACKENDS)("pausing an entry on %s", (backend) => {
   });
 });
 
-describe("cronledger pause / resume", () => {
+describe("cronledger pause / resume / trigger", () => {
   const CONFIG = fileURLToPath(new URL("./fixtures/cli/pause.config.mjs", import.meta.url));
   let database: { url: string; drop: () => Promise<void> };
   let env: NodeJS.ProcessEnv;
@@ -136,6 +136,15 @@ describe("cronledger pause / resume", () => {
 
     const json = await runCli(["resume", "cli.rollup", "--by", "dave", "--json", "--config", CONFIG], { env });
     expect(JSON.parse(json.stdout)).toMatchObject({ version: 1, job: "cli.rollup", paused: false, changed: true, paused_by: "cli:carol", note: "vendor API down" });
+
+    // Run now, twice with one request id: one job.
+    const triggered = await runCli(["trigger", "hourly", "--request-id", "cli-1", "--json", "--config", CONFIG], { env });
+    expect(triggered.code, triggered.stderr).toBe(0);
+    const run = JSON.parse(triggered.stdout) as { job_id: number; created: boolean; by: string };
+    expect(run).toMatchObject({ created: true, by: "cli:carol" });
+    const again = await runCli(["trigger", "hourly", "--request-id", "cli-1", "--config", CONFIG], { env });
+    expect(again.stdout).toContain(`Request cli-1 had already run cli.rollup|hourly|`);
+    expect(again.stdout).toContain(`job ${run.job_id}; nothing new was queued.`);
 
     const unknown = await runCli(["pause", "hourli", "--config", CONFIG], { env });
     expect(unknown.code).toBe(1);
