@@ -3,6 +3,7 @@
 // stylesheet (light/dark, desktop/phone) must be read together; the data is the status model
 // (src/status/model.ts), rendered as it is.
 import { createHash } from "node:crypto";
+import { ENTRY_ACTION_NOTICE_PARAMS, ENTRY_ACTIONS_STYLE, entryActions } from "./page-entry-actions.js";
 import type { FailureTicket } from "../operators/failures.js";
 import type { RetryingJob } from "../operators/operations.js";
 import { redact } from "../redact.js";
@@ -120,7 +121,7 @@ function entryRow(entry: EntryStatus, now: Date): string {
   return `<tr class="${classes}" data-identity="${escapeHtml(entry.identity)}" data-state="${entry.state}">
   <td data-label="Job"><strong>${escapeHtml(entry.jobName)}</strong>${entry.chore ? ` ${CHORE_BADGE}` : ""}<div class="identity">${escapeHtml(entry.identity)}</div></td>
   <td data-label="Schedule"><code>${escapeHtml(entry.cron)}</code> <span class="muted">${escapeHtml(entry.timezone)}</span></td>
-  <td data-label="State">${stateBadge(entry.state)}<div class="reason">${escapeHtml(redact(entry.reason))}</div></td>
+  <td data-label="State">${stateBadge(entry.state)}<div class="reason">${escapeHtml(redact(entry.reason))}</div>${entryActions(entry)}</td>
   <td data-label="Recent runs">${strip(entry.recentRuns)}</td>
   <td data-label="Last slot">${lastSlot(entry, now)}</td>
   <td data-label="Next run">${instant(entry.nextRunAt, now)}</td>
@@ -285,7 +286,7 @@ button{font:inherit;padding:.2rem .7rem;cursor:pointer}button.danger{color:var(-
  */
 const SCRIPT = `(() => {
   const url = new URL(location.href);
-  const oneOff = ["retried", "as", "created", "cancelled", "was", "refused", "job", "code"];
+  const oneOff = ["retried", "as", "created", "cancelled", "was", "refused", "job", "code", ${ENTRY_ACTION_NOTICE_PARAMS.map((name) => JSON.stringify(name)).join(", ")}];
   if (oneOff.some((name) => url.searchParams.has(name))) {
     for (const name of oneOff) url.searchParams.delete(name);
     history.replaceState(history.state, "", url.pathname + url.search + url.hash);
@@ -298,7 +299,8 @@ const SCRIPT = `(() => {
   };
   const later = () => setTimeout(refresh, every);
   async function refresh() {
-    if (document.hidden) return later();
+    // An open confirmation (a note being typed) is not swapped away under the operator.
+    if (document.hidden || document.querySelector("main details[open]")) return later();
     try {
       const response = await fetch(location.pathname + location.search, { headers: { accept: "text/html" }, credentials: "same-origin", cache: "no-store" });
       if (!response.ok) throw new Error("HTTP " + response.status);
@@ -338,7 +340,7 @@ export function renderSchedulePage(status: SchedulerStatus, failures: readonly F
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="color-scheme" content="light dark">
 <title>Schedule · cronledger · ${escapeHtml(status.namespace)}</title>
-<style>${STYLE}</style>
+<style>${STYLE}${ENTRY_ACTIONS_STYLE}</style>
 </head>
 <body data-refresh="${refresh}">
 <h1>Schedule</h1>
