@@ -5,6 +5,7 @@ import { createCronledger } from "../src/cronledger.js";
 import { silentLogger } from "../src/log.js";
 import { runCli } from "./support/child.js";
 import { createTestDatabase } from "./support/database.js";
+import { renderSchedulePage } from "../src/admin/page.js";
 import { EntryNotFoundError } from "../src/errors.js";
 import { defineJob } from "../src/jobs/define-job.js";
 import { defineSchedule } from "../src/schedule/define-schedule.js";
@@ -83,6 +84,10 @@ describe.each(BACKENDS)("pausing an entry on %s", (backend) => {
     ]);
     expect(statusDocument(status).entries.find((doc) => doc.job === "reports.rollup")?.pause).toMatchObject({ by: "bob", note: "still failing over" });
     expect(status.entries.find((candidate) => candidate.jobName === "email.digest")?.state).not.toBe("paused");
+    // The page's strip says so on each skipped run.
+    const html = renderSchedulePage(status, []);
+    expect(html).toContain("skipped (paused), never run");
+    expect(html).toContain("paused by bob: still failing over");
     const metrics = (await ledger.metrics?.registry.metrics()) ?? "";
     expect(metrics).toContain('cronledger_schedule_slots_total{outcome="skipped_paused"} 2');
     expect(metrics).toMatch(/cronledger_schedule_entries\{state="paused"\} 1/);

@@ -90,7 +90,7 @@ const RUN_LABELS: Readonly<Record<EntryRun["kind"], string>> = {
 /** One run as a cell of the strip; its times and outcome are in its title (shown on hover). */
 function runCell(run: EntryRun): string {
   const lines = [
-    `job #${run.jobId}: ${run.kind === "skipped" ? `ended as ${run.outcome ?? "skip"}` : RUN_LABELS[run.kind]}${run.late ? ", started late" : ""}`,
+    `job #${run.jobId}: ${run.kind === "skipped" ? (run.finishedAt !== null && run.attempts === 0 ? `skipped (${run.outcome ?? "?"}), never run` : `ended as ${run.outcome ?? "skip"}`) : RUN_LABELS[run.kind]}${run.late ? ", started late" : ""}`,
     `slot ${run.scheduledFor.toISOString()}`,
     ...(run.startedAt ? [`started ${run.startedAt.toISOString()}`] : []),
     ...(run.finishedAt ? [`finished ${run.finishedAt.toISOString()}`] : run.kind === "retrying" ? [`next attempt ${run.runAt.toISOString()}`] : []),
