@@ -1,5 +1,6 @@
-// The facade an application holds. About 350 lines, most of them the public methods' documentation:
+// The facade an application holds. About 450 lines, most of them the public methods' documentation:
 // each body is a few lines handing work to the Scheduler, the enqueuer, the Operations, a Worker or the Supervisor.
+import { randomUUID } from "node:crypto";
 import type { StandardSchemaV1 } from "./jobs/standard-schema.js";
 import type { PayloadInput } from "./jobs/define-job.js";
 import { createMetrics, type CronledgerMetrics } from "./admin/metrics.js";
@@ -14,11 +15,12 @@ import type { JobDefinition } from "./jobs/define-job.js";
 import type { EnqueuedJob, EnqueueRequest, JobReference } from "./jobs/define-job.js";
 import type { EnqueueManyOptions, EnqueueOptions } from "./jobs/enqueue-options.js";
 import { JobEnqueuer } from "./jobs/enqueuer.js";
+import { triggerIdempotencyKey } from "./jobs/trigger-key.js";
 import { jobRegistry } from "./jobs/registry.js";
 import { Worker, type WorkerDependencies, type WorkSummary } from "./jobs/worker.js";
 import { workerStore } from "./jobs/worker-deps.js";
 import type { FailureFilter, FailurePage } from "./operators/failures.js";
-import { Operations, type CancelRequest, type CancelledJob, type EntryPauseResult, type RunningJob, type ReapReport, type RetryingJob, type WaitingForWorker } from "./operators/operations.js";
+import { Operations, type CancelRequest, type CancelledJob, type EntryPauseResult, type RunningJob, type TriggeredRun, type ReapReport, type RetryingJob, type WaitingForWorker } from "./operators/operations.js";
 import type { RetriedJob } from "./operators/retry-failed.js";
 import { consoleLogger, type Logger } from "./log.js";
 import { adaptLogger } from "./logger-adapter.js";
@@ -97,6 +99,7 @@ export class Cronledger {
       maxPayloadBytes: this.options.maxPayloadBytes,
       mode: this.options.invalidEntries,
       catchUpWindowMs: this.options.catchUpWindowMs,
+      overlap: this.options.overlap,
     });
     this.entries = schedule.entries;
     this.warnings = schedule.warnings;
@@ -277,6 +280,36 @@ export class Cronledger {
    */
   async clearQuarantine(key: string): Promise<{ key: string; jobName: string; wasQuarantined: boolean } | null> {
     return (await this.scheduler.clearQuarantine(key)) ?? null;
+  }
+
+  /**
+   * Runs schedule entry `entry` now, outside its schedule, with its payload,
+   * queue and priority; its handler sees `ctx.schedule.trigger` (`by` and the
+   * request id). The entry's overlap policy applies as to a slot (a `skip`
+   * entry with a live job records the run-now as skipped instead). `requestId`
+   * is the idempotency key: a second call with the same id returns the first
+   * call's job (default: a fresh id, so every call runs).
+   */
+  async trigger(entry: string, options: { by?: string; requestId?: string } = {}): Promise<TriggeredRun> {
+    const found = findEntry(this.entries, entry);
+    const by = options.by ?? "api";
+    const requestId = options.requestId ?? randomUUID();
+    const idempotencyKey = triggerIdempotencyKey(requestId, by, found.ledgerKey);
+    await this.ensureSchema();
+    return this.operations.trigger(
+      { identity: found.identity, key: found.ledgerKey, jobName: found.jobName },
+      { requestId, by },
+      {
+        key: found.ledgerKey,
+        jobName: found.jobName,
+        queue: found.queue,
+        payloadJson: found.payloadJson,
+        priority: found.priority,
+        maxAttempts: found.job.retry.maxAttempts,
+        overlap: found.overlap,
+        idempotencyKey,
+      },
+    );
   }
 
   /** Jobs waiting for a retry after a failed attempt, soonest first (what `cancelJob` is usually for). */

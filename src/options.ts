@@ -1,4 +1,5 @@
 import type { Registry } from "prom-client";
+import { OVERLAP_POLICIES, type OverlapPolicy } from "./db/sql/slot-policy.js";
 import { z } from "zod";
 import { isPglite, type Database, type DatabaseSetting, type PgliteInstance } from "./db/connection.js";
 import { postgresSettingSchema } from "./db/settings.js";
@@ -78,6 +79,8 @@ export interface CronledgerOptions {
   readonly invalidEntries?: InvalidEntriesMode;
   /** The catch-up window of every schedule entry that sets none (an entry's own `catchUpWindow` wins); default 24 h, floored at 2 minutes. */
   readonly catchUpWindow?: Duration;
+  /** The overlap policy of every schedule entry that sets none (an entry's own `overlap` wins); default `"allow_all"`. */
+  readonly overlap?: OverlapPolicy;
   /**
    * How long one statement of a scheduler pass may run before the server is
    * asked to cancel it; default 10 s. A pass that hits it fails as a
@@ -176,6 +179,7 @@ const cronledgerShape = {
   maxPayloadBytes: maxPayloadBytesSchema,
   invalidEntries: z.enum(["quarantine", "fail"], { error: 'must be "quarantine" (run the valid entries, show the invalid ones as broken) or "fail" (throw)' }).default(DEFAULT_INVALID_ENTRIES),
   catchUpWindow: duration("catchUpWindow").optional(),
+  overlap: z.enum(OVERLAP_POLICIES, { error: `must be one of ${OVERLAP_POLICIES.map((policy) => `"${policy}"`).join(", ")}` }).optional(),
   passTimeout: duration("passTimeout")
     .refine((ms) => ms >= 1, "must be at least 1 ms")
     .default(DEFAULT_PASS_TIMEOUT_MS),
@@ -200,6 +204,8 @@ const cronledgerSchema = z.strictObject(cronledgerShape).transform((parsed) => (
   invalidEntries: parsed.invalidEntries,
   /** Undefined: entries without their own window get DEFAULT_CATCH_UP_WINDOW_MS (src/schedule/validate.ts). */
   catchUpWindowMs: parsed.catchUpWindow,
+  /** Undefined: entries without their own policy allow all overlaps. */
+  overlap: parsed.overlap,
   passTimeoutMs: parsed.passTimeout,
 }));
 

@@ -5,6 +5,7 @@ import { createCronledger } from "../src/cronledger.js";
 import { silentLogger } from "../src/log.js";
 import { runCli } from "./support/child.js";
 import { createTestDatabase } from "./support/database.js";
+import { renderSchedulePage } from "../src/admin/page.js";
 import { EntryNotFoundError } from "../src/errors.js";
 import { defineJob } from "../src/jobs/define-job.js";
 import { defineSchedule } from "../src/schedule/define-schedule.js";
@@ -83,6 +84,10 @@ describe.each(BACKENDS)("pausing an entry on %s", (backend) => {
     ]);
     expect(statusDocument(status).entries.find((doc) => doc.job === "reports.rollup")?.pause).toMatchObject({ by: "bob", note: "still failing over" });
     expect(status.entries.find((candidate) => candidate.jobName === "email.digest")?.state).not.toBe("paused");
+    // The page's strip says so on each skipped run.
+    const html = renderSchedulePage(status, []);
+    expect(html).toContain("skipped (paused), never run");
+    expect(html).toContain("paused by bob: still failing over");
     const metrics = (await ledger.metrics?.registry.metrics()) ?? "";
     expect(metrics).toContain('cronledger_schedule_slots_total{outcome="skipped_paused"} 2');
     expect(metrics).toMatch(/cronledger_schedule_entries\{state="paused"\} 1/);
@@ -108,7 +113,7 @@ describe.each(BACKENDS)("pausing an entry on %s", (backend) => {
   });
 });
 
-describe("cronledger pause / resume", () => {
+describe("cronledger pause / resume / trigger", () => {
   const CONFIG = fileURLToPath(new URL("./fixtures/cli/pause.config.mjs", import.meta.url));
   let database: { url: string; drop: () => Promise<void> };
   let env: NodeJS.ProcessEnv;
@@ -136,6 +141,15 @@ describe("cronledger pause / resume", () => {
 
     const json = await runCli(["resume", "cli.rollup", "--by", "dave", "--json", "--config", CONFIG], { env });
     expect(JSON.parse(json.stdout)).toMatchObject({ version: 1, job: "cli.rollup", paused: false, changed: true, paused_by: "cli:carol", note: "vendor API down" });
+
+    // Run now, twice with one request id: one job.
+    const triggered = await runCli(["trigger", "hourly", "--request-id", "cli-1", "--json", "--config", CONFIG], { env });
+    expect(triggered.code, triggered.stderr).toBe(0);
+    const run = JSON.parse(triggered.stdout) as { job_id: number; created: boolean; by: string };
+    expect(run).toMatchObject({ created: true, by: "cli:carol" });
+    const again = await runCli(["trigger", "hourly", "--request-id", "cli-1", "--config", CONFIG], { env });
+    expect(again.stdout).toContain(`Request cli-1 had already run cli.rollup|hourly|`);
+    expect(again.stdout).toContain(`job ${run.job_id}; nothing new was queued.`);
 
     const unknown = await runCli(["pause", "hourli", "--config", CONFIG], { env });
     expect(unknown.code).toBe(1);

@@ -236,7 +236,7 @@ describe.each(DRIVERS)("enqueue inside the application's $name transaction", (dr
     const summary = await scheduledLedger.work({ once: true });
     expect(summary).toMatchObject({ succeeded: 2, failed: 0 });
     const seen = await scheduled.next();
-    expect(seen).toEqual({ key: report.enqueued[0]!.key, identity: scheduledLedger.entries[0]!.identity, entryKey: "morning", slot, backfilled: false });
+    expect(seen).toEqual({ key: report.enqueued[0]!.key, identity: scheduledLedger.entries[0]!.identity, entryKey: "morning", slot, backfilled: false, trigger: null });
     expect(seen?.identity).toBe("billing.watchdog|morning|0 9 * * *|UTC");
     expect(await followUps.next()).toEqual({ from: 42 });
     await scheduledLedger.close();

@@ -1,10 +1,11 @@
-import type { EntryPauseResult } from "../operators/operations.js";
+import type { EntryPauseResult, TriggeredRun } from "../operators/operations.js";
 import { InvalidArgumentError } from "../errors.js";
-import { entryPauseDocument } from "../wire/entries.js";
+import { entryPauseDocument, triggeredDocument, type EntryPauseDocument, type TriggeredDocument } from "../wire/entries.js";
 
 /**
  * The admin API's actions on a schedule entry: `POST
- * /admin/scheduler/entries/pause` and `.../resume`, with the entry named in
+ * /admin/scheduler/entries/pause`, `.../resume` and `.../trigger` (run now;
+ * `request_id` makes a double click one job), with the entry named in
  * the body (JSON or a form: an entry's identity holds `|` and `/`, which do
  * not belong in a path). The handler (src/admin/handler.ts) authenticates,
  * refuses cross-site posts and answers errors; this module reads the body,
@@ -15,9 +16,10 @@ import { entryPauseDocument } from "../wire/entries.js";
 export interface EntryActionsLedger {
   pause(entry: string, options?: { note?: string | null; by?: string }): Promise<EntryPauseResult>;
   resume(entry: string, options?: { by?: string }): Promise<EntryPauseResult>;
+  trigger(entry: string, options?: { by?: string; requestId?: string }): Promise<TriggeredRun>;
 }
 
-export const ENTRY_ACTION_PATH = /^\/admin\/scheduler\/entries\/(pause|resume)$/;
+export const ENTRY_ACTION_PATH = /^\/admin\/scheduler\/entries\/(pause|resume|trigger)$/;
 
 /** Who an admin request says it is: the body's `by`, else the surface. Bounded by the ledger. */
 const ADMIN_OPERATOR = "admin";
@@ -37,7 +39,7 @@ async function bodyFields(request: Request): Promise<Record<string, string>> {
 
 /** What an entry action did, for the handler to answer as JSON or as a redirect back to the page. */
 export interface EntryActionResult {
-  readonly document: ReturnType<typeof entryPauseDocument>;
+  readonly document: EntryPauseDocument | TriggeredDocument;
   /** The query the page shows the outcome with. */
   readonly pageQuery: string;
 }
@@ -47,6 +49,12 @@ export async function runEntryAction(ledger: EntryActionsLedger, verb: string, r
   const entry = fields.entry?.trim() ?? "";
   if (entry === "") throw new InvalidArgumentError("Name the entry: send `entry` (its key, job name or identity, as the status lists them).");
   const by = fields.by?.trim() || ADMIN_OPERATOR;
+  if (verb === "trigger") {
+    const requestId = fields.request_id?.trim();
+    const run = await ledger.trigger(entry, { by, ...(requestId ? { requestId } : {}) });
+    const outcome: Record<string, string> = run.skipped === null ? { triggered: run.identity, job: String(run.jobId ?? ""), created: run.created ? "1" : "0" } : { triggered: run.identity, skipped: run.skipped.detail };
+    return { document: triggeredDocument(run), pageQuery: new URLSearchParams(outcome).toString() };
+  }
   const result = verb === "pause" ? await ledger.pause(entry, { note: fields.note ?? null, by }) : await ledger.resume(entry, { by });
   const pageQuery = new URLSearchParams({ [result.paused ? "paused" : "resumed"]: result.identity, changed: result.changed ? "1" : "0" }).toString();
   return { document: entryPauseDocument(result), pageQuery };
@@ -54,6 +62,14 @@ export async function runEntryAction(ledger: EntryActionsLedger, verb: string, r
 
 /** The notice the Schedule page shows after a pause or resume posted from it; null when the query holds none. */
 export function entryActionNotice(params: URLSearchParams): string | null {
+  const triggered = params.get("triggered");
+  if (triggered !== null) {
+    const skipped = params.get("skipped");
+    if (skipped !== null) return `Run now of ${triggered} was skipped by its overlap policy: ${skipped}.`;
+    return params.get("created") === "0"
+      ? `Run now of ${triggered} had already been requested: job #${params.get("job") ?? "?"}; nothing new was queued.`
+      : `Run now of ${triggered}: job #${params.get("job") ?? "?"} queued.`;
+  }
   const paused = params.get("paused");
   const resumed = params.get("resumed");
   const changed = params.get("changed") === "1";

@@ -3,6 +3,7 @@
 // stylesheet (light/dark, desktop/phone) must be read together; the data is the status model
 // (src/status/model.ts), rendered as it is.
 import { createHash } from "node:crypto";
+import { ENTRY_ACTION_NOTICE_PARAMS, ENTRY_ACTIONS_STYLE, entryActions } from "./page-entry-actions.js";
 import type { FailureTicket } from "../operators/failures.js";
 import type { RetryingJob, RunningJob } from "../operators/operations.js";
 import { redact } from "../redact.js";
@@ -82,7 +83,7 @@ const RUN_LABELS: Readonly<Record<EntryRun["kind"], string>> = {
 /** One run as a cell of the strip; its times and outcome are in its title (shown on hover). */
 function runCell(run: EntryRun): string {
   const lines = [
-    `job #${run.jobId}: ${run.kind === "skipped" ? `ended as ${run.outcome ?? "skip"}` : RUN_LABELS[run.kind]}${run.late ? ", started late" : ""}`,
+    `job #${run.jobId}: ${run.kind === "skipped" ? (run.finishedAt !== null && run.attempts === 0 ? `skipped (${run.outcome ?? "?"}), never run` : `ended as ${run.outcome ?? "skip"}`) : RUN_LABELS[run.kind]}${run.late ? ", started late" : ""}`,
     `slot ${run.scheduledFor.toISOString()}`,
     ...(run.startedAt ? [`started ${run.startedAt.toISOString()}`] : []),
     ...(run.finishedAt ? [`finished ${run.finishedAt.toISOString()}`] : run.kind === "retrying" ? [`next attempt ${run.runAt.toISOString()}`] : []),
@@ -113,7 +114,7 @@ function entryRow(entry: EntryStatus, now: Date, loaded?: ResolvedEntry): string
   return `<tr class="${classes}" data-identity="${escapeHtml(entry.identity)}" data-state="${entry.state}">
   <td data-label="Job"><strong>${escapeHtml(entry.jobName)}</strong>${entry.chore ? ` ${CHORE_BADGE}` : ""}<div class="identity">${wrappable(entry.identity)}</div></td>
   <td data-label="Schedule"><code>${escapeHtml(entry.cron)}</code> <span class="muted">${escapeHtml(entry.timezone)}</span></td>
-  <td data-label="State">${stateBadge(entry.state)}<div class="reason">${textWithInstants(redact(entry.reason), now)}</div>${clearQuarantineForm(entry, escapeHtml)}</td>
+  <td data-label="State">${stateBadge(entry.state)}<div class="reason">${textWithInstants(redact(entry.reason), now)}</div>${clearQuarantineForm(entry, escapeHtml)}${entryActions(entry)}</td>
   <td data-label="Recent runs">${strip(entry.recentRuns)}</td>
   <td data-label="Last slot">${lastSlot(entry, now)}</td>
   <td data-label="Next run">${instant(entry.nextRunAt, now)}${upcomingList(loaded, now, escapeHtml)}</td>
@@ -277,7 +278,7 @@ button{font:inherit;padding:.2rem .7rem;cursor:pointer}button.danger{color:var(-
  */
 const SCRIPT = `(() => {
   const url = new URL(location.href);
-  const oneOff = ["retried", "as", "created", "cancelled", "was", "refused", "job", "code", "unquarantined"];
+  const oneOff = ["retried", "as", "created", "cancelled", "was", "refused", "job", "code", "unquarantined", ${ENTRY_ACTION_NOTICE_PARAMS.map((name) => JSON.stringify(name)).join(", ")}];
   if (oneOff.some((name) => url.searchParams.has(name))) {
     for (const name of oneOff) url.searchParams.delete(name);
     history.replaceState(history.state, "", url.pathname + url.search + url.hash);
@@ -290,7 +291,8 @@ const SCRIPT = `(() => {
   };
   const later = () => setTimeout(refresh, every);
   async function refresh() {
-    if (document.hidden) return later();
+    // An open confirmation (a note being typed) is not swapped away under the operator.
+    if (document.hidden || document.querySelector("main details[open]")) return later();
     try {
       const response = await fetch(location.pathname + location.search, { headers: { accept: "text/html" }, credentials: "same-origin", cache: "no-store" });
       if (!response.ok) throw new Error("HTTP " + response.status);
@@ -323,7 +325,7 @@ export function renderSchedulePage(status: SchedulerStatus, failures: readonly F
   const chores = status.entries.filter((entry) => entry.chore).length;
   const entries = status.entries.length - chores;
   const refresh = extras.refreshSeconds ?? PAGE_REFRESH_SECONDS;
-  return `${documentHead(`Schedule · cronledger · ${status.namespace}`, STYLE + READABILITY_STYLE + RUNNING_STYLE + UPCOMING_STYLE)}
+  return `${documentHead(`Schedule · cronledger · ${status.namespace}`, STYLE + READABILITY_STYLE + RUNNING_STYLE + UPCOMING_STYLE + ENTRY_ACTIONS_STYLE)}
 <body data-refresh="${refresh}">
 <h1>Schedule</h1>
 ${extras.notice ? `<p class="notice" role="status">${escapeHtml(extras.notice)}</p>` : ""}

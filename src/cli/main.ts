@@ -13,13 +13,14 @@ import { migrate } from "./commands/migrate.js";
 import { pause, resume } from "./commands/pause.js";
 import { next } from "./commands/next.js";
 import { plan } from "./commands/plan.js";
+import { trigger } from "./commands/trigger.js";
 import { preflight } from "./commands/preflight.js";
 import { status } from "./commands/status.js";
 import { tick } from "./commands/tick.js";
 import { worker } from "./commands/worker.js";
 import { commandHelp, mainHelp } from "./help.js";
 
-export const COMMANDS: readonly Command[] = [preflight, migrate, worker, status, failures, cancel, unquarantine, pause, resume, backfill, tick, next, plan];
+export const COMMANDS: readonly Command[] = [preflight, migrate, worker, status, failures, cancel, unquarantine, pause, resume, trigger, backfill, tick, next, plan];
 
 /** How long the process may linger after a command finished, e.g. on a pool a config file opened, before it is ended. */
 const EXIT_GRACE_MS = 2_000;

@@ -5,6 +5,7 @@ import { childLogger, type Logger } from "../log.js";
 import type { JobContext, JobDefinition, JobResult, JobSchedule } from "./define-job.js";
 import type { EnqueuedJob, Enqueuer, EnqueueRequest, JobReference } from "./define-job.js";
 import type { EnqueueManyOptions, EnqueueOptions } from "./enqueue-options.js";
+import { parseTriggerKey } from "./trigger-key.js";
 
 export interface AttemptInput {
   readonly jobId: number;
@@ -70,6 +71,7 @@ export class Attempt implements JobContext {
       entryKey: entry?.entryKey ?? null,
       slot: this.scheduledFor,
       backfilled: this.idempotencyKey?.startsWith(BACKFILL_KEY_PREFIX) ?? false,
+      trigger: parseTriggerKey(this.idempotencyKey),
     };
   }
 

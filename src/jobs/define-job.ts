@@ -21,10 +21,12 @@ export interface JobSchedule {
   readonly identity: string | null;
   /** The entry's own `key`, if it has one; null otherwise or when the entry is not loaded here. */
   readonly entryKey: string | null;
-  /** The slot this run is for. */
+  /** The slot this run is for; for a run-now, the instant it was triggered. */
   readonly slot: Date;
   /** True for a run an operator backfilled (`ledger.backfill`, `cronledger backfill`), false for one the ticker fired. */
   readonly backfilled: boolean;
+  /** Set when an operator ran the entry by hand (`ledger.trigger`, the page's Run now, `cronledger trigger`): who, and the request's id. */
+  readonly trigger: { readonly by: string; readonly requestId: string } | null;
 }
 
 /** What a handler sees besides its payload. */

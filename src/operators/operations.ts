@@ -1,7 +1,12 @@
+// What operators read and do, as one service over the SQL layer. About 400 lines: each operator action (cancel
+// and stop, retry, pause, resume, run now, the chores' reap and prune) is a few lines of mapping rows to domain
+// types, and they share the entry and job shapes kept together here.
 import type { Database } from "../db/connection.js";
 import { reapStaleJobs, type ReapCounts } from "../db/sql/jobs.js";
 import { ensureHistoryPartitions, pruneHistory } from "../db/sql/partitions.js";
 import { pauseEntry, resumeEntry } from "../db/sql/ledger.js";
+import { triggerEntry, type TriggerInput } from "../db/sql/trigger.js";
+import { jobsByIdempotencyKey } from "../db/sql/jobs.js";
 import { cancelJob, entryRuns, jobCounts, readyJobStats, retryingJobs, runningJobs, type EntryRunRow } from "../db/sql/operators.js";
 import { failUnregisteredJobs, jobsWaitingForWorker, pruneWorkers } from "../db/sql/workers.js";
 import type { Duration } from "../duration.js";
@@ -114,6 +119,23 @@ export interface EntryPauseResult {
   readonly pausedAt: Date | null;
   readonly pausedBy: string | null;
   readonly note: string | null;
+}
+
+/** What `trigger()` did: the job it made (or the one an earlier request with the same id made), or why the entry's overlap policy skipped it. */
+export interface TriggeredRun {
+  readonly identity: string;
+  readonly key: string;
+  readonly jobName: string;
+  readonly requestId: string;
+  readonly by: string;
+  /** The run-now's job; null when its overlap policy skipped it. */
+  readonly jobId: number | null;
+  /** False when the request id had been used already (a double click): `jobId` is that request's job. */
+  readonly created: boolean;
+  /** Set when the entry's overlap policy skipped it: why, and the history row recording it. */
+  readonly skipped: { readonly reason: string; readonly detail: string; readonly jobId: number | null } | null;
+  /** The instant it was triggered at (its job's slot). */
+  readonly at: Date;
 }
 
 /** Longest note and `by` kept in the ledger row. */
@@ -256,6 +278,29 @@ export class Operations {
           ? null
           : { requestedAt: new Date(row.stop_requested_at_ms), requestedBy: row.stop_requested_by ?? "unknown", reason: row.stop_reason === null ? null : redact(row.stop_reason) },
     }));
+  }
+
+  /**
+   * Runs an entry now, outside its schedule, with its payload: one statement
+   * in which the entry's overlap policy decides as for a slot, and the
+   * request's key (`input.idempotencyKey`) makes a second request with the
+   * same id return the first one's job.
+   */
+  async trigger(entry: EntryRef, request: { readonly requestId: string; readonly by: string }, input: TriggerInput): Promise<TriggeredRun> {
+    const row = await triggerEntry(this.db, input);
+    let jobId = row.existing_id ?? row.job_id;
+    // Two requests with the same id at the same moment: the second's insert met the first's key; its job is the first's.
+    if (jobId === null && row.skip_reason === null) jobId = (await jobsByIdempotencyKey(this.db, [input.jobName], [input.idempotencyKey]))[0]?.id ?? null;
+    const created = row.existing_id === null && row.job_id !== null;
+    const skipped = row.skip_reason === null ? null : { reason: row.skip_reason, detail: row.skip_detail ?? row.skip_reason, jobId: row.skipped_job_id };
+    this.options.logger.info(skipped ? "run-now skipped by the entry's overlap policy" : "schedule entry run now", {
+      identity: entry.identity,
+      by: request.by,
+      requestId: request.requestId,
+      jobId,
+      ...(skipped ? { reason: skipped.detail } : {}),
+    });
+    return { ...entryOf(entry), requestId: request.requestId, by: request.by, jobId, created, skipped, at: new Date(row.slot_ms) };
   }
 
   /** Jobs waiting for a retry, soonest first, errors redacted. */

@@ -2,6 +2,9 @@ import type { StandardSchemaV1 } from "../jobs/standard-schema.js";
 import type { PayloadInput } from "../jobs/define-job.js";
 import type { Duration } from "../duration.js";
 import type { JobDefinition } from "../jobs/define-job.js";
+import type { OverlapPolicy } from "../db/sql/slot-policy.js";
+
+export type { OverlapPolicy } from "../db/sql/slot-policy.js";
 
 interface EntryTiming {
   /** 5-field (minute resolution), 6-field (second resolution) or @yearly/@monthly/@weekly/@daily/@hourly. */
@@ -17,6 +20,13 @@ interface EntryTiming {
   /** Overrides the job's queue / priority for runs of this entry. */
   readonly queue?: string;
   readonly priority?: number;
+  /**
+   * What a slot does while a job of an earlier slot (or a run-now) of this entry is still queued or running:
+   * `"allow_all"` (default, or createCronledger's `overlap`) enqueues it anyway; `"skip"` records it as skipped;
+   * `"buffer_one"` enqueues it unless one already waits, recording later ones as skipped; `"cancel_other"`
+   * cancels the waiting one, asks the running one to stop, and enqueues it. Decided by the pass's statement.
+   */
+  readonly overlap?: OverlapPolicy;
 }
 
 type PayloadField<S extends StandardSchemaV1> = undefined extends PayloadInput<S>

@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import type { Database } from "../db/connection.js";
 import type { Executor } from "../db/executor.js";
+import type { OverlapPolicy } from "../db/sql/slot-policy.js";
 import { clearQuarantine, heldLedgerKeys, ledgerSnapshot, pruneLedgerRows, type LedgerRow } from "../db/sql/ledger.js";
 import { reportSchedule, type ScheduleReport } from "../db/sql/workers.js";
 import type { ScheduleProblem } from "../errors.js";
@@ -50,6 +51,8 @@ export function loadEntries(
     readonly mode: "quarantine" | "fail";
     /** The catch-up window of entries that set none; undefined: the default (src/schedule/validate.ts). */
     readonly catchUpWindowMs?: number | undefined;
+    /** The overlap policy of entries that set none; undefined: "allow_all". */
+    readonly overlap?: OverlapPolicy | undefined;
   },
 ): LoadedSchedule {
   const all = [...schedule, ...chores];
@@ -57,6 +60,7 @@ export function loadEntries(
     namespace: options.namespace,
     maxPayloadBytes: options.maxPayloadBytes,
     ...(options.catchUpWindowMs === undefined ? {} : { catchUpWindowMs: options.catchUpWindowMs }),
+    ...(options.overlap === undefined ? {} : { overlap: options.overlap }),
   };
   const split = (entries: readonly ResolvedEntry[]) => ({
     entries: entries.filter((entry) => entry.index < schedule.length),

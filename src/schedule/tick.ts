@@ -303,7 +303,7 @@ function passInput(context: TickContext, plan: Plan, entries: readonly ResolvedE
       payloadJson: entry.payloadJson,
       priority: entry.priority,
       maxAttempts: entry.job.retry.maxAttempts,
-      overlap: "allow_all",
+      overlap: entry.overlap,
     })),
     slots,
   };

@@ -7,6 +7,7 @@ import { closest, describeShapeIssues } from "../suggest.js";
 import { parseCron, type ParsedCron } from "./cron.js";
 import { entryIdentity, ledgerKey } from "./identity.js";
 import { slotCalendar, type SlotCalendar } from "./slot-calendar.js";
+import { OVERLAP_POLICIES, type OverlapPolicy } from "../db/sql/slot-policy.js";
 import { timezoneSpelling, zoneOf } from "./timezone.js";
 
 export const DEFAULT_CATCH_UP_WINDOW_MS = 24 * 3_600_000;
@@ -31,12 +32,16 @@ export interface ResolvedEntry {
   readonly catchUpWindowMs: number;
   readonly queue: string;
   readonly priority: number;
+  /** The entry's overlap policy, or the schedule's default (src/db/sql/slot-policy.ts). */
+  readonly overlap: OverlapPolicy;
 }
 
 export interface ResolveOptions {
   readonly namespace?: string;
   /** The catch-up window of entries that set none (createCronledger's `catchUpWindow`); default 24 h. Floored like an entry's own. */
   readonly catchUpWindowMs?: number;
+  /** The overlap policy of entries that set none (createCronledger's `overlap`); default "allow_all". */
+  readonly overlap?: OverlapPolicy;
   /** Reference instant for the never_matches look-ahead; defaults to the wall clock. */
   readonly now?: Date;
   /** Largest stored JSON of an entry's payload; default 1 MiB (see createCronledger's `maxPayloadBytes`). */
@@ -63,6 +68,7 @@ const entryShape = z.strictObject(
     catchUpWindow: durationSchema.optional(),
     queue: z.string().min(1).optional(),
     priority: z.number().int().optional(),
+    overlap: z.enum(OVERLAP_POLICIES, { error: `overlap must be one of ${OVERLAP_POLICIES.map((policy) => `"${policy}"`).join(", ")}` }).optional(),
   },
   { error: "each entry must be an object like { job, cron }" },
 );
@@ -230,6 +236,7 @@ export function resolveSchedule(
       catchUpWindowMs,
       queue: entry.queue ?? (job as JobDefinition).queue,
       priority: entry.priority ?? (job as JobDefinition).priority,
+      overlap: entry.overlap ?? options.overlap ?? "allow_all",
     });
   });
   return { entries: resolved, problems };

@@ -6,11 +6,11 @@ import { CONFIG_OPTION, JSON_OPTION, type CliIO, type Command } from "../command
 import type { ParsedArgs } from "../args.js";
 import { assertMigrated, withLedger } from "../open-ledger.js";
 
-const ENTRY_ARGUMENT = { name: "<entry>", description: "the entry's key, its job name (when one entry runs it) or its identity, as `cronledger status` lists them" };
-const BY_OPTION = { name: "by", type: "string", value: "<who>", description: "who asks, kept with the pause (default: cli:<your user name>)" } as const;
+export const ENTRY_ARGUMENT = { name: "<entry>", description: "the entry's key, its job name (when one entry runs it) or its identity, as `cronledger status` lists them" };
+export const BY_OPTION = { name: "by", type: "string", value: "<who>", description: "who asks, kept with the pause (default: cli:<your user name>)" } as const;
 
 /** Who a CLI invocation is: --by, else the OS user. */
-function operator(args: ParsedArgs, io: CliIO): string {
+export function operator(args: ParsedArgs, io: CliIO): string {
   const given = args.string("by")?.trim();
   if (given) return given;
   try {
@@ -20,7 +20,7 @@ function operator(args: ParsedArgs, io: CliIO): string {
   }
 }
 
-function entryArgument(args: ParsedArgs, command: string): string {
+export function entryArgument(args: ParsedArgs, command: string): string {
   const entry = args.argument;
   if (entry === undefined || entry.trim() === "") throw new UsageError(`\`cronledger ${command}\` needs the entry: cronledger ${command} reports.rollup${command === "pause" ? ' --note "why"' : ""}.`);
   return entry;

@@ -157,7 +157,7 @@ export interface ClaimedJob {
   readonly maxAttempts: number;
   readonly scheduledForMs: number | null;
   readonly scheduleKey: string | null;
-  /** Null for a job enqueued without one; a backfilled run's starts with BACKFILL_KEY_PREFIX (src/keys.ts). */
+  /** Null for a job enqueued without one; a backfilled run's starts with BACKFILL_KEY_PREFIX (src/keys.ts), a run-now's with `trigger|` (src/jobs/trigger-key.ts). */
   readonly idempotencyKey: string | null;
   /** The retry policy given at enqueue, as JSON; null: the job's own. */
   readonly retryPolicy: string | null;

@@ -4,7 +4,7 @@ import { scheduleLastRuns, scheduleState, scheduleVersions } from "../../schema.
 import { query, type Executor } from "../executor.js";
 import { array, arrayLiteral, clock, epochMs, milliseconds, name } from "./fragments.js";
 import { jobInsertCtes } from "./jobs.js";
-import { skippedSlotCtes } from "./slot-policy.js";
+import { slotPolicyCtes } from "./slot-policy.js";
 
 /**
  * Every statement on the ledger, `cronledger.schedule_state`, written
@@ -185,7 +185,13 @@ export async function runPass(executor: Executor, input: PassInput): Promise<Pas
       from due d join locked l on l.key = d.key
       where ${s.key} = d.key and ${ledgerMs} = d.old_ms
       returning ${s.key} as key
-    ), ${skippedSlotCtes()}, ${jobInsertCtes(sql`
+    ), ${slotPolicyCtes(
+      // The claimed, non-stale slots, driven by the due ones with a hashed semi-join on the claim (a join on its RETURNING was planned as a nested loop).
+      sql`select d.key, d.slot_at, e.overlap, coalesce(e.paused, false) as paused, e.paused_by, e.paused_note,
+            e.job_name, e.queue, e.payload, e.priority, e.max_attempts
+          from due d join entry e on e.key = d.key where not d.stale and d.key in (select key from claimed)`,
+      sql`(select now from clock)`,
+    )}, ${jobInsertCtes(sql`
       select e.job_name, e.queue, e.payload::jsonb, e.priority, clock.now, e.max_attempts, d.idempotency_key, e.key, d.slot_at::timestamptz, null::jsonb
       from claimed cl join due d on d.key = cl.key join entry e on e.key = cl.key cross join clock
       where not d.stale and cl.key not in (select key from decided where skip_reason is not null)`)}
@@ -193,7 +199,7 @@ export async function runPass(executor: Executor, input: PassInput): Promise<Pas
       rp.key is not null as repaired, i.id::float8 as job_id,
       (d.key is not null or co.key is not null) and l.key is null as locked, e.quarantined_until_ms,
       dc.skip_reason, dc.skip_detail, sk.id::float8 as skipped_job_id
-    from clock cross join notified
+    from clock cross join notified cross join overlap_notified
     left join entry e on true
     left join due d on d.key = e.key
     left join corrupt co on co.key = e.key

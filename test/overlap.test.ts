@@ -1,0 +1,155 @@
+import { sql } from "drizzle-orm";
+import postgres from "postgres";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import type { Cronledger } from "../src/cronledger.js";
+import { createCronledger } from "../src/cronledger.js";
+import { ConfigError, ScheduleValidationError } from "../src/errors.js";
+import { defineJob } from "../src/jobs/define-job.js";
+import { silentLogger } from "../src/log.js";
+import type { OverlapPolicy } from "../src/schedule/define-schedule.js";
+import { createTestDatabase } from "./support/database.js";
+import { BACKENDS, createTestStore, rows, type TestStore } from "./support/ledger.js";
+
+const MINUTE = 60_000;
+const T0 = Date.parse("2026-03-02T10:00:00.000Z");
+const at = (minute: number) => new Date(T0 + minute * MINUTE + 1_000);
+const slot = (minute: number) => new Date(T0 + minute * MINUTE);
+
+const sync = defineJob({ name: "overlap.sync", run: () => {} });
+
+interface JobRow {
+  id: number;
+  status: string;
+  outcome: string | null;
+  slot_ms: number;
+  last_error: string | null;
+  cancel_requested_by: string | null;
+  cancel_reason: string | null;
+}
+
+const jobsOf = (ledger: Cronledger) =>
+  rows<JobRow>(
+    ledger,
+    sql`select v.id::float8 as id, v.status, v.outcome, (extract(epoch from v.scheduled_for) * 1000)::float8 as slot_ms, v.last_error,
+          q.cancel_requested_by, q.cancel_reason
+        from cronledger.jobs v left join cronledger.job_queue q on q.id = v.id where v.job_name = ${sync.name} order by v.scheduled_for, v.id`,
+  );
+/** A worker claimed it. */
+const start = (ledger: Cronledger, id: number) => rows(ledger, sql`update cronledger.job_queue set status = 'running', started_at = now() where id = ${id}`);
+/** It finished (as far as the overlap policy can see: it left the queue). */
+const finish = (ledger: Cronledger, id: number) => rows(ledger, sql`delete from cronledger.job_queue where id = ${id}`);
+
+describe.each(BACKENDS)("overlap policies on %s", (backend) => {
+  let store: TestStore;
+  afterEach(async () => {
+    await store?.dispose();
+    store = undefined as unknown as TestStore;
+  });
+  const open = async (overlap: OverlapPolicy, global?: OverlapPolicy) => {
+    store = await createTestStore(backend, `overlap_${overlap}_${backend}`);
+    const ledger = await store.open({ jobs: [sync], schedule: [{ job: sync, cron: "* * * * *", ...(global ? {} : { overlap }) }], ...(global ? { overlap: global } : {}) });
+    await ledger.tick({ now: at(0) });
+    return ledger;
+  };
+
+  it("skip: a slot whose entry still has a queued or running job is recorded as skipped, with the job it waited on", async () => {
+    const ledger = await open("skip");
+    const first = await ledger.tick({ now: at(1) });
+    const a = first.enqueued[0]?.jobId ?? 0;
+    const queuedSkip = await ledger.tick({ now: at(2) });
+    expect(queuedSkip.enqueued).toEqual([]);
+    expect(queuedSkip.skipped).toEqual([expect.objectContaining({ reason: "overlap", slot: slot(2), detail: `overlap policy skip: job #${a} of this entry is still queued` })]);
+    await start(ledger, a);
+    expect((await ledger.tick({ now: at(3) })).skipped[0]?.detail).toBe(`overlap policy skip: job #${a} of this entry is still running`);
+    await finish(ledger, a);
+    expect((await ledger.tick({ now: at(4) })).enqueued.map((outcome) => outcome.slot)).toEqual([slot(4)]);
+    expect((await jobsOf(ledger)).map((row) => [row.slot_ms, row.status, row.outcome])).toEqual([
+      [slot(2).getTime(), "skipped", "overlap"],
+      [slot(3).getTime(), "skipped", "overlap"],
+      [slot(4).getTime(), "queued", null],
+    ]);
+    const status = await ledger.status({ now: at(4), runs: { limit: 5, page: 1, perPage: 5 } });
+    expect(status.entries[0]?.recentRuns?.map((run) => run.kind)).toEqual(["queued", "skipped", "skipped"]);
+    expect(status.entries[0]?.recentRuns?.[1]?.error).toContain("overlap policy skip");
+    expect((await ledger.metrics?.registry.metrics()) ?? "").toContain('cronledger_schedule_slots_total{outcome="skipped_overlap"} 2');
+  });
+
+  it("skip as the global default applies to entries that set no policy", async () => {
+    const ledger = await open("allow_all", "skip");
+    await ledger.tick({ now: at(1) });
+    expect((await ledger.tick({ now: at(2) })).skipped).toHaveLength(1);
+  });
+
+  it("buffer_one: one job waits behind a running one; a slot that finds one waiting is skipped", async () => {
+    const ledger = await open("buffer_one");
+    const a = (await ledger.tick({ now: at(1) })).enqueued[0]?.jobId ?? 0;
+    // A waits (nothing runs): the next slot finds a job waiting and is skipped.
+    expect((await ledger.tick({ now: at(2) })).skipped[0]?.detail).toBe("overlap policy buffer_one: a job of this entry already waits");
+    await start(ledger, a);
+    const b = (await ledger.tick({ now: at(3) })).enqueued[0]?.jobId ?? 0;
+    expect(b).toBeGreaterThan(a);
+    expect((await ledger.tick({ now: at(4) })).skipped).toHaveLength(1);
+    await start(ledger, b);
+    expect((await ledger.tick({ now: at(5) })).skipped[0]?.detail).toBe("overlap policy buffer_one: two jobs of this entry are running");
+    await finish(ledger, a);
+    expect((await ledger.tick({ now: at(6) })).enqueued.map((outcome) => outcome.slot)).toEqual([slot(6)]);
+  });
+
+  it("cancel_other: the new slot is enqueued, the waiting job is cancelled and the running one asked to stop, once", async () => {
+    const ledger = await open("cancel_other");
+    const a = (await ledger.tick({ now: at(1) })).enqueued[0]?.jobId ?? 0;
+    await start(ledger, a);
+    const b = (await ledger.tick({ now: at(2) })).enqueued[0]?.jobId ?? 0;
+    const c = (await ledger.tick({ now: at(3) })).enqueued[0]?.jobId ?? 0;
+    expect([a < b, b < c]).toEqual([true, true]);
+    const [rowA, rowB, rowC] = await jobsOf(ledger);
+    expect(rowA).toMatchObject({ id: a, status: "running", cancel_requested_by: "overlap", cancel_reason: "the overlap policy cancel_other: slot 2026-03-02T10:02:00.000Z replaces it" });
+    expect(rowB).toMatchObject({ id: b, status: "cancelled", outcome: "overlap", last_error: "cancelled by the overlap policy cancel_other: slot 2026-03-02T10:03:00.000Z replaced it" });
+    expect(rowC).toMatchObject({ id: c, status: "queued", cancel_requested_by: null });
+  });
+
+  it("refuses an unknown policy, in an entry and as the default", async () => {
+    store = await createTestStore(backend, `overlap_bad_${backend}`);
+    const bad = store.open({ jobs: [sync], schedule: [{ job: sync, cron: "* * * * *", overlap: "replace" as OverlapPolicy }], invalidEntries: "fail" });
+    await expect(bad).rejects.toThrow(ScheduleValidationError);
+    await expect(bad).rejects.toThrow(/overlap must be one of "allow_all", "skip", "buffer_one", "cancel_other"/);
+    await expect(store.open({ jobs: [sync], overlap: "skip_all" as OverlapPolicy })).rejects.toThrow(ConfigError);
+  });
+});
+
+describe("cancel_other's stop request", () => {
+  let database: { url: string; drop: () => Promise<void> };
+  let ledger: Cronledger;
+  beforeAll(async () => {
+    database = await createTestDatabase(import.meta.url);
+    ledger = createCronledger({
+      database: { url: database.url, poolSize: 2 },
+      jobs: [sync],
+      schedule: [{ job: sync, cron: "* * * * *", overlap: "cancel_other" }],
+      logger: silentLogger,
+      metrics: false,
+      chores: false,
+    });
+    await ledger.migrate();
+  });
+  afterAll(async () => {
+    await ledger?.close();
+    await database?.drop();
+  });
+
+  it("notifies cronledger_cancel with the running job's id, on commit", async () => {
+    const listener = postgres(database.url, { max: 1, onnotice: () => {} });
+    const heard: string[] = [];
+    try {
+      await listener.listen("cronledger_cancel", (payload) => heard.push(payload));
+      await ledger.tick({ now: at(0) });
+      const a = (await ledger.tick({ now: at(1) })).enqueued[0]?.jobId ?? 0;
+      await start(ledger, a);
+      await ledger.tick({ now: at(2) });
+      await ledger.tick({ now: at(3) });
+      await expect.poll(() => heard, { timeout: 10_000 }).toEqual([String(a)]);
+    } finally {
+      await listener.end({ timeout: 1 });
+    }
+  });
+});
