@@ -259,7 +259,7 @@ describe("cronledger against PostgreSQL", () => {
                          where job_name = 'fixture.ping'`);
       await quarantine(new Date(Date.now() + 60_000).toISOString(), 2, "insert rejected by a trigger");
       const text = await runCli(["status", "--config", GOOD_JS], { env });
-      expect(text.stdout).toMatch(/^quarantined fixture\.ping \(.*\) until \S+, 2 failures: insert rejected by a trigger$/m);
+      expect(text.stdout).toMatch(/^quarantined fixture\.ping \(.*\) until \S+, 2 failures: insert rejected by a trigger \(ledger key default\|fixture\.ping\|.*; `cronledger unquarantine .*` once fixed\)$/m);
       expect(text.stdout).toMatch(/^ {2}fixture\.ping: \d+ jobs?, oldest ready since \S+$/m);
       await quarantine(null, 0, null);
     } finally {

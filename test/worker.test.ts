@@ -39,7 +39,7 @@ async function databaseNowMs(ledger: Cronledger): Promise<number> {
 
 /** Workers in the registry that heartbeated within their lease. */
 async function registeredWorkers(ledger: Cronledger): Promise<number> {
-  const [row] = await rows<{ n: number }>(ledger, sql`select count(*)::int as n from cronledger.workers where heartbeat_at >= now() - lease_ms * interval '1 millisecond'`);
+  const [row] = await rows<{ n: number }>(ledger, sql`select count(*)::int as n from cronledger.workers where lease_ms > 0 and heartbeat_at >= now() - lease_ms * interval '1 millisecond'`);
   return row?.n ?? 0;
 }
 
