@@ -14,8 +14,9 @@ await ledger.migrate();
 await ledger.enqueue(flakySync, { account: "globex" });
 
 const status = await ledger.status();
+const [nameWidth, cronWidth] = [Math.max(...status.entries.map((entry) => entry.jobName.length)), Math.max(...status.entries.map((entry) => entry.cron.length))];
 for (const entry of status.entries) {
-  console.log(`  ${entry.jobName.padEnd(18)} ${entry.cron.padEnd(14)} ${entry.timezone.padEnd(11)} next ${entry.nextRunAt?.toISOString() ?? "never"}`);
+  console.log(`  ${entry.jobName.padEnd(nameWidth)} ${entry.cron.padEnd(cronWidth)} ${entry.timezone.padEnd(11)} next ${entry.nextRunAt?.toISOString() ?? "never"}`);
 }
 
 await ledger.start(config.worker);
