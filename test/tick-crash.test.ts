@@ -54,7 +54,10 @@ describe("a tick that dies between claim and commit", () => {
     return blocker;
   }
 
-  /** The backend of the pass once it waits on the blocker, after its claim: the claimed ledger rows are locked by then. */
+  /**
+   * The backend of the pass once it waits on the blocker, after its claim: the ledger rows its statement claimed are
+   * locked by then (all of them, or, once a wait past the pass's lock bound split the pass, those of the part that waits).
+   */
   async function blockedTickPid(blocker: postgres.ReservedSql): Promise<number> {
     for (let attempt = 0; attempt < 500; attempt += 1) {
       // Statistics views are snapshotted once per transaction unless cleared.
@@ -64,7 +67,7 @@ describe("a tick that dies between claim and commit", () => {
         where datname = current_database() and wait_event_type = 'Lock' and wait_event = 'transactionid'`;
       if (row) {
         const free = await blocker<{ key: string }[]>`select key from cronledger.schedule_state for update skip locked`;
-        expect(free).toEqual([]);
+        expect(free.length).toBeLessThan(ENTRIES);
         return row.pid;
       }
       await new Promise((resolve) => setTimeout(resolve, 20));
@@ -121,8 +124,8 @@ describe("a tick that dies between claim and commit", () => {
     const pid = await blockedTickPid(blocker);
     await blocker`select pg_terminate_backend(${pid})`;
     const observed = await ledgerValues();
-    // The retry waits on the same keys until the blocker rolls back, then claims and enqueues.
-    await blockedTickPid(blocker);
+    // The keys go at once: the retry (after its backoff) claims and enqueues. Were it left waiting on them, the pass's
+    // bound on a job insert's lock wait (src/schedule/deferrals.ts) would set the entries aside instead.
     await blocker`rollback`;
     blocker.release();
     const result = await pass;
