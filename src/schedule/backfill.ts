@@ -1,7 +1,6 @@
 import type { Executor } from "../db/executor.js";
 import { backfillSlots, type BackfillRow } from "../db/sql/backfill.js";
-import { BackfillTooLargeError, EntryNotFoundError, InvalidArgumentError } from "../errors.js";
-import { closest } from "../suggest.js";
+import { BackfillTooLargeError, InvalidArgumentError } from "../errors.js";
 import { DAY, zoneFor } from "./civil-time.js";
 import { backfillIdempotencyKey } from "./identity.js";
 import { slotCalendar } from "./slot-calendar.js";
@@ -65,22 +64,6 @@ export interface BackfillResult {
   readonly enqueued: number;
   readonly existing: number;
   readonly ahead: number;
-}
-
-/** The entry an operator names: its own key, its job name (when only one entry runs it), its identity or its ledger key. */
-export function findEntry(entries: readonly ResolvedEntry[], name: string): ResolvedEntry {
-  const byField = (field: (entry: ResolvedEntry) => string | undefined) => entries.filter((entry) => field(entry) === name);
-  for (const field of [(e: ResolvedEntry) => e.ledgerKey, (e: ResolvedEntry) => e.identity, (e: ResolvedEntry) => e.entryKey]) {
-    const [match, other] = byField(field);
-    if (match !== undefined && other === undefined) return match;
-  }
-  const byJob = byField((entry) => entry.jobName);
-  if (byJob.length === 1 && byJob[0] !== undefined) return byJob[0];
-  const names = entries.map((entry) => entry.entryKey ?? entry.jobName);
-  if (byJob.length > 1) {
-    throw new InvalidArgumentError(`${byJob.length} entries run job "${name}"; name one by its key or identity: ${byJob.map((entry) => entry.entryKey ?? entry.identity).join(", ")}.`);
-  }
-  throw new EntryNotFoundError(name, closest(name, [...names, ...entries.map((entry) => entry.identity)]), names);
 }
 
 function instant(value: Date | number | string, option: "from" | "to"): number {

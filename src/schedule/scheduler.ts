@@ -9,7 +9,8 @@ import type { CronledgerEvents, TickReport } from "../events.js";
 import type { JobDefinition } from "../jobs/define-job.js";
 import type { Logger } from "../log.js";
 import type { TickMemory, TickOptions } from "./pass.js";
-import { findEntry, runBackfill, type BackfillOptions, type BackfillResult } from "./backfill.js";
+import { runBackfill, type BackfillOptions, type BackfillResult } from "./backfill.js";
+import { findEntry } from "./find-entry.js";
 import { runTick } from "./tick.js";
 import { loadSchedule, resolveSchedule, type ResolvedEntry } from "./validate.js";
 
