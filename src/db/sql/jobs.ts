@@ -25,6 +25,8 @@ import { registerWorker, type WorkerRegistration } from "./workers.js";
 
 /** Workers LISTEN on this channel; the payload is the queue that gained ready jobs. */
 export const JOBS_CHANNEL = "cronledger_jobs";
+/** Workers LISTEN on this channel for stop requests (an operator's cancel, an overlap policy's cancel_other); the payload is the running job's id, as text. */
+export const CANCEL_CHANNEL = "cronledger_cancel";
 
 /** `job_queue` as `j`, for statements that join it with itself or with arrays of rows. */
 const j = alias(jobQueue, "j");

@@ -4,7 +4,7 @@ import { jobCounts as jobCountsTable, jobHistory, jobQueue, jobs, scheduleLastRu
 import { query, type Executor } from "../executor.js";
 import { array, epochMicrosText, epochMs, name } from "./fragments.js";
 import { archiveCtes, movedToHistory } from "./history.js";
-import { jobInsertCtes } from "./jobs.js";
+import { CANCEL_CHANNEL, jobInsertCtes } from "./jobs.js";
 
 /**
  * What operators (the status model, the Schedule page, the CLI, the
@@ -100,9 +100,6 @@ export async function copyFailedJob(executor: Executor, id: number, idempotencyK
 }
 
 // ---------------------------------------------------------------- operators' actions
-
-/** Workers LISTEN on this channel for stop requests; the payload is the running job's id, as text. */
-export const CANCEL_CHANNEL = "cronledger_cancel";
 
 /** What `cancelJob` found and did. */
 export interface CancelRow {

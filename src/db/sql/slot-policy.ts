@@ -3,7 +3,7 @@ import { alias } from "drizzle-orm/pg-core";
 import { jobQueue } from "../../schema.js";
 import { name } from "./fragments.js";
 import { archiveCtes, movedToHistory } from "./history.js";
-import { JOB_ID_SEQUENCE } from "./jobs.js";
+import { CANCEL_CHANNEL, JOB_ID_SEQUENCE } from "./jobs.js";
 
 /**
  * What the scheduler's pass (runPass, src/db/sql/ledger.ts) decides about a
@@ -37,8 +37,6 @@ import { JOB_ID_SEQUENCE } from "./jobs.js";
 export const OVERLAP_POLICIES = ["allow_all", "skip", "buffer_one", "cancel_other"] as const;
 export type OverlapPolicy = (typeof OVERLAP_POLICIES)[number];
 
-/** Workers LISTEN here for stop requests of running jobs; the payload is the job's id. */
-export const CANCEL_CHANNEL = "cronledger_cancel";
 /** `cancel_requested_by` of a stop an entry's overlap policy asked for. */
 export const OVERLAP_REQUESTER = "overlap";
 
