@@ -10,6 +10,7 @@ import { resolveTargets } from "./hosts.js";
 import { loadPglite } from "./pglite.js";
 import { templateFor } from "./pglite-template.js";
 import { resolvePostgresSettings, type DatabaseSetting, type PgliteInstance, type PostgresSettings } from "./settings.js";
+import { preparingClient } from "./prepared.js";
 import { withReservedTransactions } from "./reserved-begin.js";
 import { cancellingClient } from "./statement-timeout.js";
 
@@ -120,9 +121,11 @@ function openPostgres(settings: PostgresSettings): Database {
     connection: {
       ...connection,
       ...(settings.clientConnectionCheckMs === false ? {} : { client_connection_check_interval: String(settings.clientConnectionCheckMs) }),
+      ...(settings.prepare ? { plan_cache_mode: "force_generic_plan" } : {}),
     },
   });
-  const client = settings.pipeline ? pooled : withReservedTransactions(pooled);
+  const unprepared = settings.pipeline ? pooled : withReservedTransactions(pooled);
+  const client = settings.prepare ? preparingClient(unprepared) : unprepared;
   // Behind a pooler, LISTEN needs a connection of its own to the server itself.
   const listener =
     settings.listenUrl === undefined

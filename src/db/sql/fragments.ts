@@ -1,5 +1,6 @@
 import { is, Placeholder, sql, type Param, type SQL, type SQLWrapper } from "drizzle-orm";
 import { PgDialect, type AnyPgColumn } from "drizzle-orm/pg-core";
+import { prepareText } from "../prepared.js";
 
 /**
  * The pieces every statement of the SQL layer shares. Instants cross the wire
@@ -67,7 +68,9 @@ function slotParam(value: unknown): Param {
  * a small batch's cost on the worker's side); here `build` runs once, with
  * named slots (`value("ids")`) where the values go, and every call splices
  * its values into the cached text as parameters. Each distinct shape of a
- * statement (a clause present or not) is its own cached statement.
+ * statement (a clause present or not) is its own cached statement, and
+ * cronledger's own pool sends it as a named prepared statement
+ * (src/db/prepared.ts).
  */
 export function reusable<N extends string>(build: (value: (name: N) => SQL) => SQL): (values: Readonly<Record<N, unknown>>) => SQL {
   let cached: { readonly text: readonly string[]; readonly slots: readonly ({ readonly name: N } | { readonly constant: unknown })[] } | undefined;
@@ -79,6 +82,7 @@ export function reusable<N extends string>(build: (value: (name: N) => SQL) => S
       if (text.length !== query.params.length + 1) throw new Error("cronledger: a reusable statement's text holds a $ that is not a parameter");
       const slots = query.params.map((param) => (is(param, Placeholder) ? { name: param.name as N } : { constant: param }));
       cached = { text, slots };
+      prepareText(query.sql);
     }
     const { text, slots } = cached;
     const chunks: SQL[] = [sql.raw(text[0] ?? "")];
