@@ -511,6 +511,47 @@ describe("worker on postgres, in real time", () => {
     expect((starts[1] ?? 0) - (starts[0] ?? 0)).toBeGreaterThanOrEqual(300);
   });
 
+  it("wakes for a retry counted from the write of its completion, however late that write comes", async () => {
+    store = await createTestStore("postgres", "worker_retry_wake_late_write");
+    const starts: number[] = [];
+    let finished!: () => void;
+    const done = new Promise<void>((resolve) => (finished = resolve));
+    let locked!: () => void;
+    const rowLocked = new Promise<void>((resolve) => (locked = resolve));
+    let writeHeld!: Promise<unknown>;
+    const holder = await store.open({ chores: false });
+    const job = defineJob({
+      name: "retry.late-write",
+      retry: { maxAttempts: 2, delayMs: () => 200 },
+      run: async (_payload, ctx) => {
+        starts.push(performance.now());
+        if (starts.length > 1) {
+          finished();
+          return;
+        }
+        // Another session holds the job's row for 1 s, so the completion that schedules the retry is
+        // written 1 s after the attempt ends: long past the 200 ms the retry waits.
+        writeHeld = holder.database.db.transaction(async (tx) => {
+          await tx.execute(sql`select id from cronledger.job_queue where id = ${ctx.jobId} for update`);
+          locked();
+          await new Promise((resolve) => setTimeout(resolve, 1_000));
+        });
+        await rowLocked;
+        throw new Error("first attempt fails");
+      },
+    });
+    const ledger = await store.open({ jobs: [job], chores: false });
+    await ledger.enqueue(job);
+    const working = ledger.work({ pollInterval: "10m" });
+    // Only a wake-up counted from the write can start attempt 2 within the test's timeout: one counted from
+    // the attempt's end fires while the row is still held, finds nothing, and leaves the retry to the poll.
+    await done;
+    await writeHeld;
+    await ledger.stop();
+    expect(await working).toMatchObject({ retried: 1, succeeded: 1 });
+    expect((starts[1] ?? 0) - (starts[0] ?? 0)).toBeGreaterThanOrEqual(1_200);
+  });
+
   it("heartbeats a long job so the reaper leaves it alone, however often it runs", async () => {
     store = await createTestStore("postgres", "worker_heartbeat");
     let finish!: () => void;

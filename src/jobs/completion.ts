@@ -108,6 +108,8 @@ export interface BatcherHost {
   write(rows: readonly CompletionRow[]): Promise<void>;
   /** Called after each successful flush that emptied the batch (the worker may claim again). */
   flushed(): void;
+  /** Called with each batch once it is written: a retry's wake-up counts its delay from here (src/jobs/worker.ts). */
+  written?(batch: readonly Completion[]): void;
   /** The database's health tracker: a lost connection is logged there, once per outage. */
   readonly health?: { sent(): StatementReport };
   readonly logger: Logger;
@@ -161,6 +163,7 @@ export class CompletionBatcher {
     const sent = this.host.health?.sent();
     try {
       await this.host.write(batch.map(completionRow));
+      this.host.written?.(batch);
       this.backoff.reset();
       sent?.succeeded();
     } catch (error) {

@@ -1,6 +1,6 @@
 /** Retries due sooner than this get a timer of their own; later ones are found by the poll. */
 const MAX_RETRY_WAKE_MS = 5 * 60_000;
-/** After the retry's due time: its completion is flushed and the database clock has passed it. */
+/** After the retry's due time, counted from the write of its completion (src/jobs/worker.ts): the database clock has passed it. */
 const RETRY_WAKE_MARGIN_MS = 25;
 const RETRY_WAKE_BUCKET_MS = 50;
 

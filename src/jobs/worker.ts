@@ -154,6 +154,13 @@ export class Worker {
     this.batcher = new CompletionBatcher({
       write: (rows) => deps.store.complete(this.id, rows, this.settings.clock?.()),
       flushed: () => this.pump(),
+      // A retry is due its delay after the statement that wrote it, so its wake-up is counted from the write,
+      // not from the attempt's end: counted from there, a completion held up past the wake-up's margin (a
+      // loaded machine, a slow write) left the retry for the next poll.
+      written: (batch) => {
+        if (this.settings.once) return;
+        for (const completion of batch) if (completion.kind === "retry") this.retryWakes.add(completion.delayMs);
+      },
       health: deps.health,
       logger: this.log,
     });
@@ -436,7 +443,6 @@ export class Worker {
       const nextRunAt = new Date((this.settings.clock?.() ?? new Date()).getTime() + completion.delayMs);
       this.deps.events.jobFinished({ ...base, error: completion.error, nextRunAt });
       this.log.warn("job attempt failed; retrying", { ...attemptFields, nextRunAt: nextRunAt.toISOString(), error: completion.error });
-      if (!this.settings.once) this.retryWakes.add(completion.delayMs);
     } else if (completion.kind === "failed") {
       this.deps.events.jobFinished({ ...base, error: completion.error });
       this.log.error("job failed terminally", { ...attemptFields, registered: definition !== undefined, error: completion.error });
