@@ -31,15 +31,15 @@ beforeAll(async () => {
     const ledger = createCronledger({ database: { url: database.url, poolSize: 4 }, namespace: `n${size}`, chores: false, jobs: [job], schedule: scheduleOf(size), logger: silentLogger });
     if (ledgers.size === 0) await ledger.migrate();
     await ledger.tick();
-    // RUNS past runs of every entry, one slot a year back each; every entry's newest one failed in the larger ledger's second half.
+    // RUNS past runs of every entry, its last RUNS slots (1 January of this year and the years before); every entry's newest one
+    // failed in the larger ledger's second half. At its slots: a strip reads the history from its last slots' days on.
     const keys = ledger.entries.map((entry) => entry.ledgerKey);
-    const year = 365 * 86_400_000;
-    const now = Date.now();
+    const thisYear = new Date().getUTCFullYear();
     await insertFinishedJobs(
       ledger.database.db,
       Array.from({ length: RUNS }, (_, run) => run + 1).flatMap((s) =>
         keys.map((key, index) => {
-          const at = new Date(now - s * year);
+          const at = new Date(Date.UTC(thisYear - s + 1, 0, 1));
           const failed = s === 1 && index + 1 > Math.floor(size / 2);
           return {
             jobName: job.name,
