@@ -10,7 +10,8 @@ import { name } from "./fragments.js";
  * is DDL or catalog reading except the key and counter cleanup that goes with
  * a drop; DDL runs in DO blocks, one transaction each with its own
  * lock_timeout, so it needs no session state (PgBouncer's transaction mode).
- * A little over 350 lines: the DDL of the three jobs above reads best together.
+ * About 420 lines: the DDL of the three jobs above (with retention's detach
+ * and leaf-by-leaf drop) reads best together.
  */
 
 
@@ -362,18 +363,24 @@ function countsWhere(piece: Doomed): string {
   return `${days} and status ${piece.statuses === "failed" ? "=" : "<>"} 'failed'`;
 }
 
-/** Deletes the idempotency keys of a table's keyed rows, `batchSize` per statement, in id order. */
+/**
+ * Deletes the idempotency keys of a table's keyed rows, `batchSize` per
+ * statement, in id order: the ids come from `job_history_keyed_idx` alone
+ * (an index-only scan once the day is vacuumed), and the keys go by
+ * `job_keys_job_id_idx`, where one day's keys sit together. Matching by
+ * name and key instead read a heap page of the day and one of job_keys per
+ * key: 0.39 s per 1,000 keys with a cold cache (docs/benchmarks.md, "Growth").
+ */
 async function deleteKeysOf(executor: Executor, table: string, batchSize: number): Promise<void> {
   const k = jobKeys;
   for (let after = -1; ; ) {
     const [row] = await query<{ last: number | null; n: number }>(
       executor,
       sql`with batch as (
-            select id, job_name, idempotency_key from ${sql.raw(ident(table))}
+            select id from ${sql.raw(ident(table))}
             where idempotency_key is not null and id > ${after} order by id limit ${batchSize}
           ), deleted as (
-            delete from ${jobKeys} using batch
-            where ${k.jobName} = batch.job_name and ${k.idempotencyKey} = batch.idempotency_key and ${k.jobId} = batch.id
+            delete from ${jobKeys} using batch where ${k.jobId} = batch.id
           )
           select max(id)::float8 as last, count(*)::int as n from batch`,
     );
