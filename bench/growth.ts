@@ -258,13 +258,17 @@ function row(label: string, empty: Spread, history: Spread, digits: number): str
   return [label, formatSpread(empty, digits), formatSpread(history, digits), ratio];
 }
 
-/** The UTC day (ms) of the history's oldest day partition, or undefined. */
+/** The UTC day (ms) of the history's oldest day that holds rows (by job_counts), or undefined. */
 async function oldestDay(url: string): Promise<number | undefined> {
   const ledger = createCronledger({ database: { url, poolSize: 2 }, logger: silentLogger, chores: false });
+  const sql = postgres(url, { max: 1, onnotice: () => {} });
   try {
-    const day = (await historyPartitions(ledger.database.db)).find((partition) => partition.kind === "day")?.day;
+    const days = new Set((await historyPartitions(ledger.database.db)).filter((partition) => partition.kind === "day").map((partition) => partition.day));
+    const counted = await sql<{ day: string }[]>`select distinct to_char(day, 'YYYYMMDD') as day from cronledger.job_counts where n > 0 order by 1`;
+    const day = counted.map((row) => row.day).find((candidate) => days.has(candidate));
     return day === undefined ? undefined : Date.parse(`${day.slice(0, 4)}-${day.slice(4, 6)}-${day.slice(6, 8)}T00:00:00Z`);
   } finally {
+    await sql.end({ timeout: 1 });
     await ledger.close();
   }
 }

@@ -32,7 +32,8 @@ export async function generateHistory(url: string, shape: HistoryShape): Promise
   // The days' partitions first, so no row lands in the default partition.
   const ledger = createCronledger({ database: { url, poolSize: 2 }, logger: silentLogger, chores: false });
   try {
-    for (let day = Math.floor(first / 86_400_000) * 86_400_000; day < shape.end.getTime(); day += 86_400_000) {
+    // Rounded: a first row a float error before midnight would make an empty day before it.
+    for (let day = Math.floor((first + 1) / 86_400_000) * 86_400_000; day < shape.end.getTime(); day += 86_400_000) {
       await createHistoryPartition(ledger.database.db, new Date(day));
     }
     const sql = postgres(url, { max: 1, onnotice: () => {} });
