@@ -328,8 +328,8 @@ const DETACHED_NAME = /^job_history_(p\d{8}(_(failed|done)(_\d+)?)?|legacy_\d{8}
 
 /**
  * Drops the tables retention detached from the history, a leaf (one heap
- * and its indexes) per transaction, then the partitioned tables above them,
- * which have no files. Nothing reads them: they are no longer part of the
+ * and its indexes) per transaction, then the partitioned tables above them
+ * in one, as they have no files. Nothing reads them: they are no longer part of the
  * history, and their counters went in the detaching transaction. A drop
  * whose lock does not come within 50 ms is left for the next pass.
  */
@@ -337,13 +337,14 @@ async function dropDetached(executor: Executor): Promise<number> {
   const tables = await query<{ name: string; leaves: string }>(
     executor,
     sql.raw(`select c.relname::text as name,
-        coalesce((select string_agg(t.relid::regclass::text, ' ' order by t.level desc) from pg_partition_tree(c.oid) t where t.relid <> c.oid), '') as leaves
+        coalesce((select string_agg(t.relid::regclass::text, ' ' order by t.level desc) from pg_partition_tree(c.oid) t join pg_class l on l.oid = t.relid
+          where t.relid <> c.oid and l.relkind = 'r'), '') as leaves
       from pg_class c join pg_namespace n on n.oid = c.relnamespace
       where n.nspname = '${SCHEMA}' and c.relkind in ('r', 'p') and not c.relispartition and c.relname like 'job\\_history\\_%'`),
   );
   let deferred = 0;
   for (const table of tables.filter((candidate) => DETACHED_NAME.test(candidate.name))) {
-    // Deepest first: a hash part of a done leaf, then the done leaf (no files of its own), then the day.
+    // The tables with files one by one (a hash part of a done leaf, a failed leaf), then the rest at once: partitioned tables have no files.
     const leaves = table.leaves.split(" ").filter(Boolean);
     const names = [...leaves.map((leaf) => leaf.replace(/^"?cronledger"?\./, "").replace(/"/g, "")), table.name];
     try {
