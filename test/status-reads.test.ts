@@ -118,3 +118,26 @@ describe("the recent runs of a page of entries", () => {
     expect(status.entries.map((entry) => entry.recentRuns?.length ?? null)).toEqual([null, null, 2]);
   });
 });
+
+describe("a strip reads the history from its entry's last slots on", () => {
+  it("leaves out runs finished before its `limit`-th slot back, and still shows the entry's last finished run", async () => {
+    const minutely = defineJob({ name: "reads.minutely", run: () => undefined });
+    const ledger = createCronledger({ database: { url: database.url, poolSize: 2 }, namespace: "floor", chores: false, jobs: [minutely], schedule: [{ job: minutely, cron: "* * * * *", key: "m" }], logger: silentLogger });
+    try {
+      await ledger.tick();
+      const key = ledger.entries[0]?.ledgerKey as string;
+      const minute = 60_000;
+      const now = Math.floor(Date.now() / minute) * minute;
+      const run = (at: number, status: "succeeded" | "failed") => ({ jobName: minutely.name, status, scheduleKey: key, scheduledFor: new Date(at), createdAt: new Date(at), startedAt: new Date(at), finishedAt: new Date(at + 1_000) });
+      // Three runs two days ago (the newest of them failed), then one in the last minutes: a strip of 3 reaches back 3 minutes and an hour.
+      await insertFinishedJobs(ledger.database.db, [run(now - 2 * 86_400_000 - 2 * minute, "succeeded"), run(now - 2 * 86_400_000 - minute, "succeeded"), run(now - 2 * 86_400_000, "failed")]);
+      let status = await ledger.status({ runs: { limit: 3, page: 1, perPage: 10 } });
+      expect(status.entries[0]?.recentRuns?.map((entryRun) => [entryRun.kind, entryRun.scheduledFor.getTime()])).toEqual([["failed", now - 2 * 86_400_000]]);
+      await insertFinishedJobs(ledger.database.db, [run(now - 2 * minute, "succeeded")]);
+      status = await ledger.status({ runs: { limit: 3, page: 1, perPage: 10 } });
+      expect(status.entries[0]?.recentRuns?.map((entryRun) => entryRun.scheduledFor.getTime())).toEqual([now - 2 * minute]);
+    } finally {
+      await ledger.close();
+    }
+  });
+});
