@@ -136,7 +136,7 @@ export interface StatusRunsRequest {
 export interface StatusOptions {
   /** Judge the entries at this instant instead of the database clock (tests, like `tick({ now })`). */
   readonly now?: Date | undefined;
-  /** Load the recent runs of one page of entries too (`EntryStatus.recentRuns`). */
+  /** Load the recent runs of one page of entries too (`EntryStatus.recentRuns`: the runs of each entry's last `limit` slots, and its last finished run). */
   readonly runs?: StatusRunsRequest | undefined;
 }
 
