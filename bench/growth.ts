@@ -2,14 +2,18 @@
 // of 10 million finished jobs, 1 million a day for 10 days (made by generate_series, not enqueued;
 // 1 in 100 a run of one of 1,000 schedule entries): claim latency, drain, status() and the Schedule
 // page beside an empty database, in alternating rounds, then retention of the oldest day.
-// Both databases are dropped at the end (they take a few GB); BENCH_KEEP=1 keeps them. Smaller:
-// BENCH_HISTORY_ROWS=1000000 BENCH_RETENTION_ROWS=100000 (rows per day) BENCH_GROWTH_PARTS=claims,retention.
+// Both databases are dropped at the end (they take a few GB); BENCH_KEEP=1 keeps them. BENCH_REUSE=1
+// keeps them and starts from them when they exist (migrated again; retention's dropped day is made
+// again after it, the same rows). Smaller: BENCH_HISTORY_ROWS=1000000 BENCH_RETENTION_ROWS=100000
+// (rows per day). Parts: BENCH_GROWTH_PARTS=tick,claims,reads,retention (reads: status() and the
+// page alone). BENCH_GROWTH_DB names the databases' prefix (cronledger_bench_growth).
 import type { SQL } from "drizzle-orm";
 import { PgDialect } from "drizzle-orm/pg-core";
 import { pathToFileURL } from "node:url";
 import postgres from "postgres";
 import { z } from "zod";
 import { createAdminHandler, createCronledger, defineJob, silentLogger, type Cronledger } from "../src/index.js";
+import { historyPartitions } from "../src/db/sql/partitions.js";
 import { generateHistory, historySize, TRUNCATE_JOBS } from "./history.js";
 import {
   dropDatabase,
@@ -18,6 +22,7 @@ import {
   formatNumber,
   formatSpread,
   freshDatabase,
+  keptDatabase,
   machineLine,
   markdownTable,
   percentile,
@@ -38,6 +43,8 @@ const SETTINGS = {
   rounds: envNumber("BENCH_GROWTH_ROUNDS", 3),
   drainJobs: envNumber("BENCH_GROWTH_DRAIN_JOBS", 20_000),
   latencySamples: envNumber("BENCH_LATENCY_SAMPLES", 200),
+  /** status() and the Schedule page, read this many times each per database. */
+  reads: envNumber("BENCH_GROWTH_READS", 5),
 };
 const DAY_MS = 86_400_000;
 /** Retention's default: finished jobs are kept 7 days. */
@@ -206,7 +213,7 @@ async function statusAndPage(url: string): Promise<{ status: number[]; page: num
   const handler = createAdminHandler(ledger, { token: "bench-token-0123456789" });
   const timings = { status: [] as number[], page: [] as number[] };
   try {
-    for (let round = 0; round < 5; round += 1) {
+    for (let round = 0; round < SETTINGS.reads; round += 1) {
       let started = performance.now();
       await ledger.status();
       timings.status.push(performance.now() - started);
@@ -225,7 +232,7 @@ async function statusAndPage(url: string): Promise<{ status: number[]; page: num
 // ---- retention -----------------------------------------------------------------------------------
 
 /** Retention at `pruneAt` (the oldest day past 7 days): every statement it sends, timed. */
-async function retention(url: string, pruneAt: Date): Promise<{ rows: number; statements: number; longestMs: number; longest: string; totalS: number }> {
+async function retention(url: string, pruneAt: Date): Promise<{ rows: number; statements: number; longestMs: number; longest: string; totalS: number; top: string }> {
   const ledger = createCronledger({ database: { url, poolSize: 2 }, logger: silentLogger, chores: true });
   const statements = timeStatements(ledger);
   try {
@@ -233,7 +240,22 @@ async function retention(url: string, pruneAt: Date): Promise<{ rows: number; st
     const removed = await ledger.prune({ now: pruneAt });
     const totalS = (performance.now() - started) / 1000;
     const longest = statements.reduce((max, entry) => (entry.ms > max.ms ? entry : max), { text: "", ms: 0 } as Pick<TimedStatement, "text" | "ms">);
-    return { rows: removed.jobRows, statements: statements.length, longestMs: longest.ms, longest: longest.text.replace(/\s+/g, " ").slice(0, 120), totalS };
+    // The history's own statements (keys, counters, detach and drops), apart from the chore's other tables (workers, schedule versions, the ledger).
+    const history = statements.filter((entry) => /job_history|job_keys|job_counts|pg_inherits|pg_partition_tree/.test(entry.text));
+    const top = [...history]
+      .sort((a, b) => b.ms - a.ms)
+      .slice(0, 5)
+      .map((entry) => `${entry.ms.toFixed(1)} ms \`${entry.text.replace(/\s+/g, " ").replace(/^do \$cronledger\$ begin perform set_config\('lock_timeout', '50', true\); /, "").slice(0, 110)}\``)
+      .join("\n- ");
+    const historyMs = history.reduce((sum, entry) => sum + entry.ms, 0);
+    return {
+      rows: removed.jobRows,
+      statements: statements.length,
+      longestMs: longest.ms,
+      longest: longest.text.replace(/\s+/g, " ").slice(0, 120),
+      totalS,
+      top: `${history.length} of them on the history, ${historyMs.toFixed(0)} ms in all; its longest five:\n- ${top}`,
+    };
   } finally {
     await ledger.close();
   }
@@ -246,25 +268,77 @@ function row(label: string, empty: Spread, history: Spread, digits: number): str
   return [label, formatSpread(empty, digits), formatSpread(history, digits), ratio];
 }
 
+/** The UTC day (ms) of the history's oldest day that holds rows (by job_counts), or undefined. */
+async function oldestDay(url: string): Promise<number | undefined> {
+  const ledger = createCronledger({ database: { url, poolSize: 2 }, logger: silentLogger, chores: false });
+  const sql = postgres(url, { max: 1, onnotice: () => {} });
+  try {
+    const days = new Set((await historyPartitions(ledger.database.db)).filter((partition) => partition.kind === "day").map((partition) => partition.day));
+    const counted = await sql<{ day: string }[]>`select distinct to_char(day, 'YYYYMMDD') as day from cronledger.job_counts where n > 0 order by 1`;
+    const day = counted.map((row) => row.day).find((candidate) => days.has(candidate));
+    return day === undefined ? undefined : Date.parse(`${day.slice(0, 4)}-${day.slice(4, 6)}-${day.slice(6, 8)}T00:00:00Z`);
+  } finally {
+    await sql.end({ timeout: 1 });
+    await ledger.close();
+  }
+}
+
+/** BENCH_REUSE: the databases of an earlier run, if both exist and the history holds rows; else undefined. */
+async function reusedDatabases(names: { empty: string; history: string }): Promise<{ urls: { empty: string; history: string }; pruneAt: Date; oldest: number } | undefined> {
+  if (process.env.BENCH_REUSE !== "1") return undefined;
+  const empty = await keptDatabase(names.empty);
+  const history = await keptDatabase(names.history);
+  if (!empty.existed || !history.existed) return undefined;
+  // A fill that stopped half-way (its indexes dropped) is not reused: the databases are made again.
+  const check = postgres(history.url, { max: 1, onnotice: () => {} });
+  const [complete] = await check<{ ok: boolean }[]>`select to_regclass('cronledger.job_history_runs_idx') is not null as ok`.finally(() => check.end({ timeout: 1 }));
+  const oldest = complete?.ok ? await oldestDay(history.url).catch(() => undefined) : undefined;
+  if (oldest === undefined) return undefined;
+  // Migrated again (a branch may add migrations); the history's oldest day, and only it, is past 7 days at pruneAt.
+  for (const url of [empty.url, history.url]) {
+    const ledger = createCronledger({ database: { url, poolSize: 2 }, jobs: [scheduled], schedule: statusSchedule(), logger: silentLogger, chores: false });
+    await ledger.migrate();
+    await ledger.close();
+  }
+  return { urls: { empty: empty.url, history: history.url }, pruneAt: new Date(oldest + DAY_MS + RETENTION_MS + 3_600_000), oldest };
+}
+
+/** BENCH_REUSE: the day retention dropped, made again with the same rows (ids, keys, slots) as the first fill made it. */
+async function refillDay(url: string, day: number, ledgerKeys: readonly string[]): Promise<number> {
+  const spacingMs = DAY_MS / SETTINGS.retentionRows;
+  // One row fewer than a day: the fill's row at the day's end finishes 3 ms into the next day, which was kept.
+  return generateHistory(url, { rows: SETTINGS.retentionRows - 1, end: new Date(day + DAY_MS - spacingMs), spacingMs, scheduleKeys: ledgerKeys, scheduledEvery: 100, addToExisting: true });
+}
+
 export async function runGrowthBench(): Promise<void> {
   const parts = envList("BENCH_GROWTH_PARTS", ["tick", "claims", "retention"]);
   if (parts.includes("tick")) await runTickBench([SETTINGS.tickEntries], SETTINGS.tickRounds);
-  if (!parts.includes("claims") && !parts.includes("retention")) return;
+  if (!parts.some((part) => ["claims", "reads", "retention"].includes(part))) return;
 
-  const names = { empty: "cronledger_bench_growth_empty", history: "cronledger_bench_growth_history" } as const;
-  const urls = { empty: await freshDatabase(names.empty), history: await freshDatabase(names.history) };
+  const prefix = process.env.BENCH_GROWTH_DB ?? "cronledger_bench_growth";
+  const names = { empty: `${prefix}_empty`, history: `${prefix}_history` } as const;
+  const reused = await reusedDatabases(names);
+  const keep = process.env.BENCH_KEEP !== undefined || process.env.BENCH_REUSE === "1";
+  const urls = reused?.urls ?? { empty: await freshDatabase(names.empty), history: await freshDatabase(names.history) };
   try {
-    let ledgerKeys: string[] = [];
-    for (const url of Object.values(urls)) {
-      // Migrated, and the status entries' ledger rows made by a pass.
-      const ledger = createCronledger({ database: { url, poolSize: 2 }, jobs: [scheduled], schedule: statusSchedule(), logger: silentLogger, chores: false });
-      await ledger.migrate();
-      await ledger.tick();
-      ledgerKeys = ledger.entries.map((entry) => entry.ledgerKey);
-      await ledger.close();
+    const keysOf = createCronledger({ database: { url: urls.empty, poolSize: 2 }, jobs: [scheduled], schedule: statusSchedule(), logger: silentLogger, chores: false });
+    const ledgerKeys = keysOf.entries.map((entry) => entry.ledgerKey);
+    await keysOf.close();
+    let generated: { pruneAt: Date } = reused ?? { pruneAt: new Date(0) };
+    if (reused === undefined) {
+      for (const url of Object.values(urls)) {
+        // Migrated, and the status entries' ledger rows made by a pass.
+        const ledger = createCronledger({ database: { url, poolSize: 2 }, jobs: [scheduled], schedule: statusSchedule(), logger: silentLogger, chores: false });
+        await ledger.migrate();
+        await ledger.tick();
+        await ledger.close();
+      }
+      const filled = await fillHistory(urls.history, ledgerKeys);
+      generated = filled;
+      console.log(`\ngenerated ${formatNumber(SETTINGS.historyRows)} finished rows (indexes and VACUUM ANALYZE included) in ${filled.seconds.toFixed(0)} s`);
+    } else {
+      console.log(`\nreusing ${names.history} (BENCH_REUSE=1)`);
     }
-    const generated = await fillHistory(urls.history, ledgerKeys);
-    console.log(`\ngenerated ${formatNumber(SETTINGS.historyRows)} finished rows (indexes and VACUUM ANALYZE included) in ${generated.seconds.toFixed(0)} s`);
     const size = await historySize(urls.history);
 
     const results = { empty: [] as Round[], history: [] as Round[] };
@@ -282,18 +356,21 @@ export async function runGrowthBench(): Promise<void> {
       }
     }
     if (parts.includes("claims")) await claimTables(urls, results, size);
+    if (parts.includes("reads")) await readsTable(urls);
     if (parts.includes("retention")) {
+      const oldest = await oldestDay(urls.history);
       const pruned = await retention(urls.history, generated.pruneAt);
       printSection(
         `Retention of the oldest day (${formatNumber(SETTINGS.retentionRows)} rows) of ${formatNumber(SETTINGS.historyRows)} finished rows: the whole prune chore's job part`,
         markdownTable(
           ["rows removed", "statements", "longest statement", "total"],
           [[formatNumber(pruned.rows), formatNumber(pruned.statements), `${pruned.longestMs.toFixed(1)} ms`, `${(pruned.totalS * 1000).toFixed(0)} ms`]],
-        ) + `\n\nThe longest: \`${pruned.longest}\``,
+        ) + `\n\n${pruned.top}`,
       );
+      if (process.env.BENCH_REUSE === "1" && oldest !== undefined) console.log(`\nmade the dropped day again in ${(await refillDay(urls.history, oldest, ledgerKeys)).toFixed(0)} s`);
     }
   } finally {
-    if (!process.env.BENCH_KEEP) {
+    if (!keep) {
       await dropDatabase(names.empty);
       await dropDatabase(names.history);
     }
@@ -319,9 +396,14 @@ async function claimTables(urls: { empty: string; history: string }, results: { 
     ),
   );
   printSection("The claim for one ready job, with the history (EXPLAIN (ANALYZE, BUFFERS), rolled back)", "```\n" + (await explainClaim(urls.history)) + "\n```");
+  await readsTable(urls);
+}
+
+/** status() and the Schedule page on both databases. */
+async function readsTable(urls: { empty: string; history: string }): Promise<void> {
   const reads = { empty: await statusAndPage(urls.empty), history: await statusAndPage(urls.history) };
   printSection(
-    `status() and the Schedule page, ${formatNumber(SETTINGS.statusEntries)} entries (median (min–max) of 5, ms)`,
+    `status() and the Schedule page, ${formatNumber(SETTINGS.statusEntries)} entries (median (min–max) of ${SETTINGS.reads}, ms)`,
     markdownTable(
       ["figure", "empty database", `${formatNumber(SETTINGS.historyRows)} finished rows`, "history / empty"],
       [

@@ -21,6 +21,8 @@ export interface HistoryShape {
   readonly keyedEvery?: number;
   /** Every `failedEvery`-th row failed (a failure ticket); the rest succeeded. */
   readonly failedEvery?: number;
+  /** Rows added to a history that has its indexes (BENCH_REUSE's refill of a dropped day): they stay, and the id sequence is not moved back. */
+  readonly addToExisting?: boolean;
 }
 
 /** Writes the history of `shape` into the database at `url` (migrated); returns the seconds it took. */
@@ -30,14 +32,15 @@ export async function generateHistory(url: string, shape: HistoryShape): Promise
   // The days' partitions first, so no row lands in the default partition.
   const ledger = createCronledger({ database: { url, poolSize: 2 }, logger: silentLogger, chores: false });
   try {
-    for (let day = Math.floor(first / 86_400_000) * 86_400_000; day < shape.end.getTime(); day += 86_400_000) {
+    // Rounded: a first row a float error before midnight would make an empty day before it.
+    for (let day = Math.floor((first + 1) / 86_400_000) * 86_400_000; day < shape.end.getTime(); day += 86_400_000) {
       await createHistoryPartition(ledger.database.db, new Date(day));
     }
     const sql = postgres(url, { max: 1, onnotice: () => {} });
     try {
       const indexes = await sql<{ name: string; definition: string }[]>`
         select indexname as name, indexdef as definition from pg_indexes where schemaname = 'cronledger' and tablename = 'job_history'`;
-      for (const index of indexes) await sql.unsafe(`drop index cronledger."${index.name}"`);
+      if (!shape.addToExisting) for (const index of indexes) await sql.unsafe(`drop index cronledger."${index.name}"`);
       await sql`set synchronous_commit = off`;
       const keys = shape.scheduleKeys ?? [];
       const scheduledEvery = keys.length === 0 ? 0 : (shape.scheduledEvery ?? 100);
@@ -56,15 +59,17 @@ export async function generateHistory(url: string, shape: HistoryShape): Promise
             t as started_at, t + interval '3 milliseconds' as finished_at
           from generate_series(1, ${shape.rows}) as g
           cross join lateral (select to_timestamp(${first / 1000}::float8 + g * ${shape.spacingMs / 1000}::float8) as t) as x
-          left join lateral (select (${drizzleSql.param(keys)}::text[])[1 + (g / greatest(${scheduledEvery}, 1)) % greatest(${keys.length}, 1)] as key) as k on true
+          left join lateral (select ${JSON.stringify(keys)}::jsonb ->> ((g / greatest(${scheduledEvery}, 1)) % greatest(${keys.length}, 1))::int as key) as k on true
         ), ${archiveCtes()}, keyed as (
           insert into cronledger.job_keys (job_name, idempotency_key, job_id) select job_name, idempotency_key, id from moved where idempotency_key is not null
         )
         select 1`;
       await ledger.database.db.execute(statement);
-      await sql`select setval('cronledger.job_queue_id_seq', ${shape.rows})`;
-      // pg_indexes gives a partitioned index as `ON ONLY` the parent, which would build no partition's index.
-      for (const index of indexes) await sql.unsafe(index.definition.replace(" ON ONLY ", " ON "));
+      if (!shape.addToExisting) {
+        await sql`select setval('cronledger.job_queue_id_seq', ${shape.rows})`;
+        // pg_indexes gives a partitioned index as `ON ONLY` the parent, which would build no partition's index.
+        for (const index of indexes) await sql.unsafe(index.definition.replace(" ON ONLY ", " ON "));
+      }
       await sql`vacuum (analyze) cronledger.job_history, cronledger.job_keys, cronledger.job_counts, cronledger.schedule_last_runs`;
     } finally {
       await sql.end({ timeout: 1 });

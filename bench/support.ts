@@ -41,6 +41,18 @@ export async function freshDatabase(name: string): Promise<string> {
   return withDatabase(name);
 }
 
+/** The database `name` on the bench server, made if it does not exist; whether it existed. */
+export async function keptDatabase(name: string): Promise<{ url: string; existed: boolean }> {
+  const admin = postgres(BENCH_SERVER, { max: 1, onnotice: () => {} });
+  try {
+    const [row] = await admin<{ n: number }[]>`select count(*)::int as n from pg_database where datname = ${name}`;
+    if ((row?.n ?? 0) > 0) return { url: withDatabase(name), existed: true };
+  } finally {
+    await admin.end({ timeout: 1 });
+  }
+  return { url: await freshDatabase(name), existed: false };
+}
+
 export async function dropDatabase(name: string): Promise<void> {
   await onServer(`drop database if exists "${name}" with (force)`);
 }

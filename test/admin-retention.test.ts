@@ -93,6 +93,8 @@ describe("retention", () => {
     expect(names).toEqual(expect.arrayContaining(["job_history_p20260524", "job_history_p20260524_failed", "job_history_p20260525", "job_history_p20260531"]));
     expect(names).not.toContain("job_history_p20260524_done");
     expect(names.filter((name) => /^job_history_p202605(01|22_done|23_done)/.test(name))).toEqual([]);
+    // Detached, then dropped leaf by leaf: no table of a dropped day is left outside the history.
+    expect(await rows(sql`select relname from pg_class where relname like 'job\_history\_p202605%' and not relispartition`)).toEqual([]);
     expect(await rows(sql`select idempotency_key from cronledger.job_keys order by 1`)).toEqual([{ idempotency_key: "young-1" }]);
     expect((await ledger.enqueue(keyed, {}, { idempotencyKey: "old-1" })).created).toBe(true);
     expect((await ledger.enqueue(keyed, {}, { idempotencyKey: "young-1" })).created).toBe(false);
@@ -102,7 +104,12 @@ describe("retention", () => {
     const status = await ledger.status();
     expect(status.totals).toMatchObject({ succeeded: 3, failed: 1, cancelled: 0, queued: 2, running: 1 });
 
+    // A pass stopped after a detach (its counters gone with it) leaves the detached tables: the next pass drops them.
+    await rows(sql`create table cronledger.job_history_p20260401 (like cronledger.job_history) partition by list (status)`);
+    await rows(sql`create table cronledger.job_history_p20260401_failed partition of cronledger.job_history_p20260401 for values in ('failed')`);
+    await rows(sql`create table cronledger.job_history_p20260401_done_2 (like cronledger.job_history)`);
     expect((await ledger.prune({ now: NOW })).jobRows).toBe(0);
+    expect(await rows(sql`select relname from pg_class where relname like 'job\_history\_p20260401%'`)).toEqual([]);
     expect(parseExposition((await ledger.metrics?.registry.metrics()) ?? "").value("cronledger_prune_rows_removed_total", { table: "jobs" })).toBe(10);
   });
 });

@@ -31,15 +31,15 @@ beforeAll(async () => {
     const ledger = createCronledger({ database: { url: database.url, poolSize: 4 }, namespace: `n${size}`, chores: false, jobs: [job], schedule: scheduleOf(size), logger: silentLogger });
     if (ledgers.size === 0) await ledger.migrate();
     await ledger.tick();
-    // RUNS past runs of every entry, one slot a year back each; every entry's newest one failed in the larger ledger's second half.
+    // RUNS past runs of every entry, its last RUNS slots (1 January of this year and the years before); every entry's newest one
+    // failed in the larger ledger's second half. At its slots: a strip reads the history from its last slots' days on.
     const keys = ledger.entries.map((entry) => entry.ledgerKey);
-    const year = 365 * 86_400_000;
-    const now = Date.now();
+    const thisYear = new Date().getUTCFullYear();
     await insertFinishedJobs(
       ledger.database.db,
       Array.from({ length: RUNS }, (_, run) => run + 1).flatMap((s) =>
         keys.map((key, index) => {
-          const at = new Date(now - s * year);
+          const at = new Date(Date.UTC(thisYear - s + 1, 0, 1));
           const failed = s === 1 && index + 1 > Math.floor(size / 2);
           return {
             jobName: job.name,
@@ -116,5 +116,28 @@ describe("the recent runs of a page of entries", () => {
   it("keep a page past the last one on the last page", async () => {
     const status = await small().status({ runs: { limit: 2, page: 9, perPage: 2 } });
     expect(status.entries.map((entry) => entry.recentRuns?.length ?? null)).toEqual([null, null, 2]);
+  });
+});
+
+describe("a strip reads the history from its entry's last slots on", () => {
+  it("leaves out runs finished before its `limit`-th slot back, and still shows the entry's last finished run", async () => {
+    const minutely = defineJob({ name: "reads.minutely", run: () => undefined });
+    const ledger = createCronledger({ database: { url: database.url, poolSize: 2 }, namespace: "floor", chores: false, jobs: [minutely], schedule: [{ job: minutely, cron: "* * * * *", key: "m" }], logger: silentLogger });
+    try {
+      await ledger.tick();
+      const key = ledger.entries[0]?.ledgerKey as string;
+      const minute = 60_000;
+      const now = Math.floor(Date.now() / minute) * minute;
+      const run = (at: number, status: "succeeded" | "failed") => ({ jobName: minutely.name, status, scheduleKey: key, scheduledFor: new Date(at), createdAt: new Date(at), startedAt: new Date(at), finishedAt: new Date(at + 1_000) });
+      // Three runs two days ago (the newest of them failed), then one in the last minutes: a strip of 3 reaches back 3 minutes and an hour.
+      await insertFinishedJobs(ledger.database.db, [run(now - 2 * 86_400_000 - 2 * minute, "succeeded"), run(now - 2 * 86_400_000 - minute, "succeeded"), run(now - 2 * 86_400_000, "failed")]);
+      let status = await ledger.status({ runs: { limit: 3, page: 1, perPage: 10 } });
+      expect(status.entries[0]?.recentRuns?.map((entryRun) => [entryRun.kind, entryRun.scheduledFor.getTime()])).toEqual([["failed", now - 2 * 86_400_000]]);
+      await insertFinishedJobs(ledger.database.db, [run(now - 2 * minute, "succeeded")]);
+      status = await ledger.status({ runs: { limit: 3, page: 1, perPage: 10 } });
+      expect(status.entries[0]?.recentRuns?.map((entryRun) => entryRun.scheduledFor.getTime())).toEqual([now - 2 * minute]);
+    } finally {
+      await ledger.close();
+    }
   });
 });

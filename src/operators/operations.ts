@@ -318,9 +318,9 @@ export class Operations {
     }));
   }
 
-  /** The `limit` most recent runs of each schedule key, newest slot first (what the status makes runs of, src/status/runs.ts). */
-  entryRuns(keys: readonly string[], limit: number): Promise<EntryRunRow[]> {
-    return entryRuns(this.db, keys, limit);
+  /** The `limit` most recent runs of each schedule key, newest slot first, from each key's floor on if given (what the status makes runs of, src/status/runs.ts). */
+  entryRuns(keys: readonly string[], limit: number, floorsMs?: readonly (number | null)[]): Promise<EntryRunRow[]> {
+    return entryRuns(this.db, keys, limit, floorsMs);
   }
 
   /** Job counts by queue, then status. */

@@ -7,7 +7,7 @@ import type { ResolvedEntry } from "../schedule/validate.js";
 import { JOB_STATUSES, type JobStatus } from "../schema.js";
 import { entryHealth, overdueSlot, slotToleranceMs, type EntryRun, type EntryState } from "./health.js";
 import type { EntryProblemTracker } from "./problems.js";
-import { groupRuns, readRunRows, type RunReader } from "./runs.js";
+import { groupRuns, readRunRows, stripFloors, type RunReader } from "./runs.js";
 
 export type { EntryRun, EntryState, RunKind } from "./health.js";
 
@@ -136,7 +136,7 @@ export interface StatusRunsRequest {
 export interface StatusOptions {
   /** Judge the entries at this instant instead of the database clock (tests, like `tick({ now })`). */
   readonly now?: Date | undefined;
-  /** Load the recent runs of one page of entries too (`EntryStatus.recentRuns`). */
+  /** Load the recent runs of one page of entries too (`EntryStatus.recentRuns`: the runs of each entry's last `limit` slots, and its last finished run). */
   readonly runs?: StatusRunsRequest | undefined;
 }
 
@@ -166,7 +166,10 @@ export async function buildStatus(sources: StatusSources, options: StatusOptions
   const request = options.runs;
   // Unfiltered, the page of entries is known before anything is read: its strips come with everyone's newest run.
   const early = request !== undefined && (request.state ?? null) === null ? pageOf(listedEntries, request.page, request.perPage).items : null;
-  const strips = request !== undefined && early !== null ? { keys: new Set(early.map((entry) => entry.ledgerKey)), limit: request.limit } : undefined;
+  // The strips' floors are judged by the app's clock (the database's is read alongside); stripFloorMs's margin covers the difference.
+  const floorNowMs = options.now?.getTime() ?? Date.now();
+  const strips =
+    request !== undefined && early !== null ? { keys: new Set(early.map((entry) => entry.ledgerKey)), limit: request.limit, entries: early, nowMs: floorNowMs } : undefined;
   const [ledger, queues, runRows, waiting] = await Promise.all([
     scheduler.ledger(),
     reads.counts(),
@@ -276,7 +279,9 @@ async function withStrips(
     request.perPage,
   ).items;
   const keys = new Set(shown.map((entry) => entry.key));
-  const runs = groupRuns(await reads.entryRuns([...keys], request.limit), listed.map(({ entry }) => entry).filter((entry) => keys.has(entry.ledgerKey)), nowMs);
+  const shownEntries = listed.map(({ entry }) => entry).filter((entry) => keys.has(entry.ledgerKey));
+  const stripKeys = [...keys];
+  const runs = groupRuns(await reads.entryRuns(stripKeys, request.limit, stripFloors(stripKeys, shownEntries, request.limit, nowMs)), shownEntries, nowMs);
   return entries.map((entry) => (keys.has(entry.key) ? { ...entry, recentRuns: runs.get(entry.key) ?? [] } : entry));
 }
 

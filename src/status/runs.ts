@@ -6,9 +6,41 @@ import { slotToleranceMs, type EntryRun, type RunKind } from "./health.js";
 /** An error as a run shows it: redacted, its first line, at most this long (the failures view has the whole of it). */
 const RUN_ERROR_CHARS = 300;
 
-/** Where the runs come from: the newest `limit` job rows of each schedule key (entryRuns in src/db/sql/operators.ts). */
+/** Where the runs come from: the newest `limit` job rows of each schedule key, finished at or after its floor if given (entryRuns in src/db/sql/operators.ts). */
 export interface RunReader {
-  entryRuns(keys: readonly string[], limit: number): Promise<EntryRunRow[]>;
+  entryRuns(keys: readonly string[], limit: number, floorsMs?: readonly (number | null)[]): Promise<EntryRunRow[]>;
+}
+
+/**
+ * How long before its slot a run may finish and still be found by a strip:
+ * a slot's job is made when the slot is due (by the app's clock, which the
+ * database's may trail by seconds) and finishes after that, so an hour is
+ * margin only. A day partition is the unit read, so the margin costs little.
+ */
+const FLOOR_MARGIN_MS = 3_600_000;
+
+/**
+ * The oldest finish a strip of `limit` runs needs: `limit` slots back from
+ * now, less the margin. The strip shows the runs of the entry's last `limit`
+ * slots (and its last finished run, whatever its age), so the history is
+ * read from that day on only: days of older runs are never opened, and the
+ * strip's cost follows the entry's cadence, not the history's length
+ * (docs/decisions.md, "Run strips read the days of their slots"). Null when
+ * the calendar has fewer slots (never matches): the whole history.
+ */
+export function stripFloorMs(entry: Pick<ResolvedEntry, "calendar">, limit: number, nowMs: number): number | null {
+  let slot: number | null = nowMs;
+  for (let count = 0; count < limit && slot !== null; count++) slot = entry.calendar.latestMs(count === 0 ? slot : slot - 1);
+  return slot === null ? null : slot - FLOOR_MARGIN_MS;
+}
+
+/** The floors (stripFloorMs) of `keys`' entries, in key order: null for a key no entry has. */
+export function stripFloors(keys: readonly string[], entries: readonly ResolvedEntry[], limit: number, nowMs: number): (number | null)[] {
+  const byKey = new Map(entries.map((entry) => [entry.ledgerKey, entry]));
+  return keys.map((key) => {
+    const entry = byKey.get(key);
+    return entry === undefined ? null : stripFloorMs(entry, limit, nowMs);
+  });
 }
 
 function kindOf(row: EntryRunRow): RunKind {
@@ -62,17 +94,23 @@ export function toEntryRun(row: EntryRunRow, entry: Pick<ResolvedEntry, "calenda
 
 /**
  * The job rows of the entries with `keys`: the newest `strips.limit` of the
- * keys in `strips.keys`, the newest one of every other key. Each row is read
+ * keys in `strips.keys` (from the day of their floor on, stripFloorMs), the
+ * newest one of every other key. Each row is read
  * once: the two key sets go out as two statements at the same time, or as
  * one when a set is empty.
  */
-export async function readRunRows(reader: RunReader, keys: readonly string[], strips?: { readonly keys: ReadonlySet<string>; readonly limit: number }): Promise<EntryRunRow[]> {
+export async function readRunRows(
+  reader: RunReader,
+  keys: readonly string[],
+  strips?: { readonly keys: ReadonlySet<string>; readonly limit: number; readonly entries: readonly ResolvedEntry[]; readonly nowMs: number },
+): Promise<EntryRunRow[]> {
   if (strips === undefined || strips.limit <= 1) return reader.entryRuns(keys, 1);
   const latestOnly = keys.filter((key) => !strips.keys.has(key));
   const stripKeys = keys.filter((key) => strips.keys.has(key));
-  if (latestOnly.length === 0) return reader.entryRuns(stripKeys, strips.limit);
+  const recentRuns = () => reader.entryRuns(stripKeys, strips.limit, stripFloors(stripKeys, strips.entries, strips.limit, strips.nowMs));
+  if (latestOnly.length === 0) return recentRuns();
   if (stripKeys.length === 0) return reader.entryRuns(latestOnly, 1);
-  const [recent, latest] = await Promise.all([reader.entryRuns(stripKeys, strips.limit), reader.entryRuns(latestOnly, 1)]);
+  const [recent, latest] = await Promise.all([recentRuns(), reader.entryRuns(latestOnly, 1)]);
   return [...recent, ...latest];
 }
 

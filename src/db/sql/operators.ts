@@ -177,13 +177,22 @@ export interface EntryRunRow {
  * The `limit` most recent runs of each schedule key, newest slot first (an
  * operator's retry of a slot, sharing it, comes before the original). Per
  * key: its live jobs through job_queue_schedule_idx, and its finished ones
- * through job_history_runs_idx on every day of the history (read backwards,
- * `limit` rows each), so the cost is keys x limit x days whatever the days
- * hold. For the newest run alone (`limit` 1: an entry's status) the
- * history is not read: schedule_last_runs holds each entry's last finished
- * run, one row, which is also shown after retention dropped its day.
+ * through job_history_runs_idx, `limit` rows each. For the newest run alone
+ * (`limit` 1: an entry's status) the history is not read:
+ * schedule_last_runs holds each entry's last finished run, one row, which
+ * is also shown after retention dropped its day.
+ *
+ * For a strip, `floorsMs` (one per key, or null) bounds the history read to
+ * the runs that finished at or after the floor: the planner then skips every
+ * older day's partition for that key (run-time pruning of the Merge Append,
+ * per row of the outer loop). Without it, a key reads every day's
+ * `job_history_runs_idx`, a descent and a heap page per day and status
+ * (2.3 leaves per key-day, 0.8 ms per key with 10 days of 1 million rows:
+ * docs/benchmarks.md, "Growth"). The key's last finished run
+ * (schedule_last_runs) is always a candidate, so a strip whose runs are all
+ * older than the floor, or whose days retention dropped, still shows it.
  */
-export async function entryRuns(executor: Executor, keys: readonly string[], limit: number): Promise<EntryRunRow[]> {
+export async function entryRuns(executor: Executor, keys: readonly string[], limit: number, floorsMs?: readonly (number | null)[]): Promise<EntryRunRow[]> {
   if (keys.length === 0) return [];
   // The run columns of a row of the queue (no end yet) or of a finished one (history, last runs).
   type Source = typeof jobQueue | typeof jobHistory | typeof scheduleLastRuns;
@@ -197,14 +206,23 @@ export async function entryRuns(executor: Executor, keys: readonly string[], lim
   const r = scheduleLastRuns;
   const live = sql`select ${run(q, { outcome: sql`null::text`, finishedAt: sql`null::float8` })} from ${jobQueue}
     where ${q.scheduleKey} = k.key order by ${q.scheduledFor} desc, ${q.id} desc limit ${limit}`;
+  const lastRun = sql`select ${run(r, { outcome: sql`${r.outcome}`, finishedAt: epochMs(r.finishedAt) })} from ${scheduleLastRuns} where ${r.scheduleKey} = k.key`;
+  // A plain comparison with the outer row's value: what run-time partition pruning understands (an OR with IS NULL would not prune).
+  const floored = floorsMs === undefined ? sql`` : sql`and ${h.finishedAt} >= k.floor`;
   const finished =
     limit === 1
-      ? sql`select ${run(r, { outcome: sql`${r.outcome}`, finishedAt: epochMs(r.finishedAt) })} from ${scheduleLastRuns} where ${r.scheduleKey} = k.key`
-      : sql`select ${run(h, { outcome: sql`${h.outcome}`, finishedAt: epochMs(h.finishedAt) })} from ${jobHistory}
-          where ${h.scheduleKey} = k.key and ${h.finishedAt} <= now() order by ${h.scheduledFor} desc, ${h.id} desc limit ${limit}`;
+      ? lastRun
+      : sql`(select ${run(h, { outcome: sql`${h.outcome}`, finishedAt: epochMs(h.finishedAt) })} from ${jobHistory}
+          where ${h.scheduleKey} = k.key and ${h.finishedAt} <= now() ${floored} order by ${h.scheduledFor} desc, ${h.id} desc limit ${limit})
+          union (${lastRun})`;
+  const outer =
+    floorsMs === undefined
+      ? sql`unnest(${array(keys, "text")}) as k(key)`
+      : sql`(select u.key, coalesce(to_timestamp(u.floor_ms / 1000), '-infinity'::timestamptz) as floor
+             from unnest(${array(keys, "text")}, ${array(floorsMs, "float8")}) as u(key, floor_ms)) as k`;
   return query<EntryRunRow>(
     executor,
-    sql`select k.key as schedule_key, r.* from unnest(${array(keys, "text")}) as k(key)
+    sql`select k.key as schedule_key, r.* from ${outer}
         cross join lateral (
           select * from ((${live}) union all (${finished})) as runs
           order by scheduled_for_ms desc, id desc

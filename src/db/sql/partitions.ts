@@ -10,7 +10,8 @@ import { name } from "./fragments.js";
  * is DDL or catalog reading except the key and counter cleanup that goes with
  * a drop; DDL runs in DO blocks, one transaction each with its own
  * lock_timeout, so it needs no session state (PgBouncer's transaction mode).
- * A little over 350 lines: the DDL of the three jobs above reads best together.
+ * About 420 lines: the DDL of the three jobs above (with retention's detach
+ * and leaf-by-leaf drop) reads best together.
  */
 
 
@@ -20,6 +21,15 @@ export const PARTITION_DAYS_AHEAD = 3;
 const DROP_LOCK_TIMEOUT_MS = 50;
 /** Making a partition waits this long for its locks (it is days ahead; the next prune tries again). */
 const CREATE_LOCK_TIMEOUT_MS = 1_000;
+/**
+ * A day's `_done` leaf is split by hash of id into this many tables, so that
+ * retention drops a day as several files, one transaction each: a drop's
+ * commit removes its files, about 0.6-0.8 ms per MB on the shared machine
+ * (163 MB, a day of 1,000,000 jobs with its indexes, took 112 ms in one
+ * commit; docs/benchmarks.md, "Growth"). A quarter keeps each drop near
+ * 30 ms at a million jobs a day, under 100 ms up to about 3 million.
+ */
+export const DONE_PARTS = 4;
 
 const SCHEMA = "cronledger";
 const PARENT = "job_history";
@@ -96,7 +106,8 @@ function isLockTimeout(error: unknown): boolean {
 
 /**
  * Makes the partition of one UTC day: a table for the day split into its
- * failed and done leaves, filled with any rows the default partition caught
+ * failed and done leaves (the done one split again by hash of id into
+ * DONE_PARTS tables), filled with any rows the default partition caught
  * for that day, then attached. Attaching takes a SHARE UPDATE EXCLUSIVE lock
  * on the history, which no insert or read waits for (`CREATE TABLE ...
  * PARTITION OF` would take ACCESS EXCLUSIVE).
@@ -108,7 +119,8 @@ async function createDay(executor: Executor, day: string): Promise<void> {
   await atomically(executor, CREATE_LOCK_TIMEOUT_MS, [
     `create table ${ident(table)} (like ${ident(PARENT)} including defaults including constraints) partition by list (status)`,
     `create table ${ident(`${table}_failed`)} partition of ${ident(table)} for values in ('failed')`,
-    `create table ${ident(`${table}_done`)} partition of ${ident(table)} default`,
+    `create table ${ident(`${table}_done`)} partition of ${ident(table)} default partition by hash (id)`,
+    ...Array.from({ length: DONE_PARTS }, (_, part) => `create table ${ident(`${table}_done_${part}`)} partition of ${ident(`${table}_done`)} for values with (modulus ${DONE_PARTS}, remainder ${part})`),
     `with caught as (delete from ${ident(`${PARENT}_default`)} where finished_at >= ${from} and finished_at < ${to} returning *) insert into ${ident(table)} select * from caught`,
     `alter table ${ident(PARENT)} attach partition ${ident(table)} for values from (${from}) to (${to})`,
   ]);
@@ -237,9 +249,10 @@ export interface HistoryPruned {
   readonly deferred: number;
 }
 
-/** A droppable piece of the history: which table, which rows of job_counts describe it. */
+/** A droppable piece of the history: which table, the table it is a partition of, which rows of job_counts describe it. */
 interface Doomed {
   readonly table: string;
+  readonly parent: string;
   /** job_counts rows of these days [from, to) and statuses describe its rows. */
   readonly fromDay: string | null;
   readonly toDay: string;
@@ -248,13 +261,21 @@ interface Doomed {
 
 /**
  * Retention without deleting rows: every leaf (day and class) whose whole
- * day is older than its class's period is dropped, and the legacy partition
- * once all of it is. Before a drop, the idempotency keys of its keyed rows
- * are deleted in batches (a key holds as long as its job exists), and in the
- * drop's own transaction its job_counts rows go; a day table left without
- * leaves goes too. Each drop waits at most 50 ms for its lock and is
- * otherwise left for the next pass. Then past days' counters are folded
- * into one row each.
+ * day is older than its class's period leaves the history, and the legacy
+ * partition once all of it is. Before that, the idempotency keys of its
+ * keyed rows are deleted in batches (a key holds as long as its job exists).
+ * Then one short transaction deletes its job_counts rows and detaches it
+ * (catalog only: no file is removed, so the lock on the history is held for
+ * milliseconds); a day table left without leaves is dropped too. Each of
+ * those waits at most 50 ms for its lock and is otherwise left for the next
+ * pass. The detached tables, which nothing reads, are then dropped one file
+ * set at a time (dropDetached), so no statement removes more than a leaf's
+ * files. Then past days' counters are folded into one row each.
+ *
+ * A crash between the steps leaves either an attached piece with its
+ * counters (the next pass starts over: its keys are gone already) or a
+ * detached table without them (the next pass drops it): the counters always
+ * describe the history's attached rows.
  */
 export async function pruneHistory(executor: Executor, retention: HistoryRetention): Promise<HistoryPruned> {
   if (!(await historyIsPartitioned(executor))) return { rows: 0, partitions: 0, deferred: 0 };
@@ -270,15 +291,15 @@ export async function pruneHistory(executor: Executor, retention: HistoryRetenti
   const doomed: Doomed[] = [];
   for (const partition of await historyPartitions(executor)) {
     if (partition.kind === "legacy" && partition.day <= clock.succeeded && partition.day <= clock.failed) {
-      doomed.push({ table: partition.table, fromDay: null, toDay: partition.day, statuses: "all" });
+      doomed.push({ table: partition.table, parent: PARENT, fromDay: null, toDay: partition.day, statuses: "all" });
     }
     if (partition.kind !== "day") continue;
     const next = addDays(partition.day, 1);
     const failedPast = past(partition.day, clock.failed);
     const donePast = past(partition.day, clock.succeeded);
-    if (failedPast && donePast) doomed.push({ table: partition.table, fromDay: partition.day, toDay: next, statuses: "all" });
-    else if (failedPast && partition.leaves.includes("failed")) doomed.push({ table: `${partition.table}_failed`, fromDay: partition.day, toDay: next, statuses: "failed" });
-    else if (donePast && partition.leaves.includes("done")) doomed.push({ table: `${partition.table}_done`, fromDay: partition.day, toDay: next, statuses: "done" });
+    if (failedPast && donePast) doomed.push({ table: partition.table, parent: PARENT, fromDay: partition.day, toDay: next, statuses: "all" });
+    else if (failedPast && partition.leaves.includes("failed")) doomed.push({ table: `${partition.table}_failed`, parent: partition.table, fromDay: partition.day, toDay: next, statuses: "failed" });
+    else if (donePast && partition.leaves.includes("done")) doomed.push({ table: `${partition.table}_done`, parent: partition.table, fromDay: partition.day, toDay: next, statuses: "done" });
   }
   let rows = 0;
   let partitions = 0;
@@ -288,7 +309,7 @@ export async function pruneHistory(executor: Executor, retention: HistoryRetenti
     const counted = countsWhere(piece);
     const [held] = await query<{ n: number }>(executor, sql.raw(`select coalesce(sum(n), 0)::float8 as n from ${ident("job_counts")} where ${counted}`));
     try {
-      await atomically(executor, DROP_LOCK_TIMEOUT_MS, [`delete from ${ident("job_counts")} where ${counted}`, `drop table ${ident(piece.table)}`]);
+      await atomically(executor, DROP_LOCK_TIMEOUT_MS, [`delete from ${ident("job_counts")} where ${counted}`, `alter table ${ident(piece.parent)} detach partition ${ident(piece.table)}`]);
       rows += held?.n ?? 0;
       partitions += 1;
     } catch (error) {
@@ -297,8 +318,43 @@ export async function pruneHistory(executor: Executor, retention: HistoryRetenti
     }
   }
   deferred += await dropEmptyDays(executor);
+  deferred += await dropDetached(executor);
   await foldCounts(executor);
   return { rows, partitions, deferred };
+}
+
+/** A table of the history's names that is no partition: what retention detached (this pass, or one a crash stopped). */
+const DETACHED_NAME = /^job_history_(p\d{8}(_(failed|done)(_\d+)?)?|legacy_\d{8})$/;
+
+/**
+ * Drops the tables retention detached from the history, a leaf (one heap
+ * and its indexes) per transaction, then the partitioned tables above them
+ * in one, as they have no files. Nothing reads them: they are no longer part of the
+ * history, and their counters went in the detaching transaction. A drop
+ * whose lock does not come within 50 ms is left for the next pass.
+ */
+async function dropDetached(executor: Executor): Promise<number> {
+  const tables = await query<{ name: string; leaves: string }>(
+    executor,
+    sql.raw(`select c.relname::text as name,
+        coalesce((select string_agg(t.relid::regclass::text, ' ' order by t.level desc) from pg_partition_tree(c.oid) t join pg_class l on l.oid = t.relid
+          where t.relid <> c.oid and l.relkind = 'r'), '') as leaves
+      from pg_class c join pg_namespace n on n.oid = c.relnamespace
+      where n.nspname = '${SCHEMA}' and c.relkind in ('r', 'p') and not c.relispartition and c.relname like 'job\\_history\\_%'`),
+  );
+  let deferred = 0;
+  for (const table of tables.filter((candidate) => DETACHED_NAME.test(candidate.name))) {
+    // The tables with files one by one (a hash part of a done leaf, a failed leaf), then the rest at once: partitioned tables have no files.
+    const leaves = table.leaves.split(" ").filter(Boolean);
+    const names = [...leaves.map((leaf) => leaf.replace(/^"?cronledger"?\./, "").replace(/"/g, "")), table.name];
+    try {
+      for (const name of names) await atomically(executor, DROP_LOCK_TIMEOUT_MS, [`drop table if exists ${ident(name)}`]);
+    } catch (error) {
+      if (!isLockTimeout(error)) throw error;
+      deferred += 1;
+    }
+  }
+  return deferred;
 }
 
 /** The job_counts rows that describe a doomed piece of the history. */
@@ -308,18 +364,29 @@ function countsWhere(piece: Doomed): string {
   return `${days} and status ${piece.statuses === "failed" ? "=" : "<>"} 'failed'`;
 }
 
-/** Deletes the idempotency keys of a table's keyed rows, `batchSize` per statement, in id order. */
+/**
+ * Deletes the idempotency keys of a table's keyed rows, `batchSize` per
+ * statement, in id order: the ids come from `job_history_keyed_idx` alone
+ * (an index-only scan once the day is vacuumed), and the keys go by
+ * `job_keys_job_id_idx`, where one day's keys sit together. Matching by
+ * name and key instead read a heap page of the day and one of job_keys per
+ * key: 0.39 s per 1,000 keys with a cold cache (docs/benchmarks.md, "Growth").
+ * The batch's id range is spelled out: joined to the batch alone, the
+ * planner read all of job_keys into a hash (0.45 s for 110,000 keys); with
+ * the range it reads the range's index entries and heap pages (27 ms).
+ */
 async function deleteKeysOf(executor: Executor, table: string, batchSize: number): Promise<void> {
   const k = jobKeys;
   for (let after = -1; ; ) {
     const [row] = await query<{ last: number | null; n: number }>(
       executor,
       sql`with batch as (
-            select id, job_name, idempotency_key from ${sql.raw(ident(table))}
+            select id from ${sql.raw(ident(table))}
             where idempotency_key is not null and id > ${after} order by id limit ${batchSize}
+          ), bounds as (
+            select min(id) as lo, max(id) as hi from batch
           ), deleted as (
-            delete from ${jobKeys} using batch
-            where ${k.jobName} = batch.job_name and ${k.idempotencyKey} = batch.idempotency_key and ${k.jobId} = batch.id
+            delete from ${jobKeys} using batch, bounds where ${k.jobId} = batch.id and ${k.jobId} between bounds.lo and bounds.hi
           )
           select max(id)::float8 as last, count(*)::int as n from batch`,
     );

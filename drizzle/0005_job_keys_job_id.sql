@@ -1,0 +1,2 @@
+-- Retention deletes a day's idempotency keys by their jobs' ids (src/db/sql/partitions.ts): an index on job_id, where the rows of one day's jobs sit together.
+CREATE INDEX "job_keys_job_id_idx" ON "cronledger"."job_keys" USING btree ("job_id");
