@@ -121,7 +121,6 @@ function openPostgres(settings: PostgresSettings): Database {
     connection: {
       ...connection,
       ...(settings.clientConnectionCheckMs === false ? {} : { client_connection_check_interval: String(settings.clientConnectionCheckMs) }),
-      ...(settings.prepare ? { plan_cache_mode: "force_generic_plan" } : {}),
     },
   });
   const unprepared = settings.pipeline ? pooled : withReservedTransactions(pooled);

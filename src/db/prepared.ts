@@ -2,18 +2,25 @@ import type { Sql } from "postgres";
 
 /**
  * Which statements cronledger's own postgres.js pool sends as named prepared
- * statements: the texts of the hot path's reusable statements (the claim and
- * the completion, src/db/sql/fragments.ts `reusable`), registered when they
- * are first rendered. Everything else goes unnamed, as drizzle sends it, so
- * no statement whose text varies with its data fills a connection's cache.
+ * statements: the texts of the hot path's reusable statements marked
+ * `prepared` (the enqueue, the claim and the completion, src/db/sql/jobs.ts),
+ * registered when they are first rendered. Everything else goes unnamed, as
+ * drizzle sends it, so no statement whose text varies with its data fills a
+ * connection's cache.
  *
- * Why: drizzle's `db.execute()` never names a statement, so the server parsed,
- * analysed and planned the claim and the completion on every call: 11 % of
- * the server's time in a drain (perf, `bench/drain-cost.ts`: parse and
- * analysis 5 %, planning 6 %). A named statement is parsed once per
- * connection and, after five executions, planned once if its generic plan
- * costs no more than the custom ones. Off where `prepare` is off (PgBouncer
- * 1.18 in transaction mode cannot keep them, src/db/settings.ts).
+ * Why: drizzle's `db.execute()` never names a statement, so the server parsed
+ * and analysed the claim and the completion on every call, and planned them
+ * every time: a `perf` profile of the server during a drain put parse and
+ * analysis at 5 % and planning at 6 % of its time (`bench/drain-cost.ts`). A
+ * named statement is parsed once per connection; after five executions
+ * PostgreSQL plans it once more, generically, and keeps that plan when it
+ * costs no more than the custom ones (the completion and the enqueue do; the
+ * claim keeps custom plans). Off where `prepare` is off (PgBouncer 1.18 in
+ * transaction mode cannot keep them, src/db/settings.ts).
+ *
+ * Not `plan_cache_mode = force_generic_plan` for the pool: it applies to
+ * unnamed statements with parameters too, and the scheduler's pass planned
+ * generically for arrays of unknown length ran 20-45 times slower.
  */
 const preparedTexts = new Set<string>();
 

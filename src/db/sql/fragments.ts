@@ -68,11 +68,17 @@ function slotParam(value: unknown): Param {
  * a small batch's cost on the worker's side); here `build` runs once, with
  * named slots (`value("ids")`) where the values go, and every call splices
  * its values into the cached text as parameters. Each distinct shape of a
- * statement (a clause present or not) is its own cached statement, and
- * cronledger's own pool sends it as a named prepared statement
- * (src/db/prepared.ts).
+ * statement (a clause present or not) is its own cached statement. With
+ * `prepared`, cronledger's own pool sends it as a named prepared statement
+ * (src/db/prepared.ts): only for statements whose plan does not depend on
+ * their values' sizes (PostgreSQL may switch a named statement to a generic
+ * plan after five executions, which for the scheduler's pass, planned for
+ * arrays of unknown length, is many times slower).
  */
-export function reusable<N extends string>(build: (value: (name: N) => SQL) => SQL): (values: Readonly<Record<N, unknown>>) => SQL {
+export function reusable<N extends string>(
+  build: (value: (name: N) => SQL) => SQL,
+  options: { readonly prepared?: boolean } = {},
+): (values: Readonly<Record<N, unknown>>) => SQL {
   let cached: { readonly text: readonly string[]; readonly slots: readonly ({ readonly name: N } | { readonly constant: unknown })[] } | undefined;
   return (values) => {
     if (cached === undefined) {
@@ -82,7 +88,7 @@ export function reusable<N extends string>(build: (value: (name: N) => SQL) => S
       if (text.length !== query.params.length + 1) throw new Error("cronledger: a reusable statement's text holds a $ that is not a parameter");
       const slots = query.params.map((param) => (is(param, Placeholder) ? { name: param.name as N } : { constant: param }));
       cached = { text, slots };
-      prepareText(query.sql);
+      if (options.prepared === true) prepareText(query.sql);
     }
     const { text, slots } = cached;
     const chunks: SQL[] = [sql.raw(text[0] ?? "")];

@@ -101,6 +101,9 @@ export function jobInsertCtes(select: SQL): SQL {
     ), notified as (${notifyQueues(sql`inserted`)})`;
 }
 
+/** The hot path's statements are named on cronledger's own pool (src/db/prepared.ts): parsed once per connection. */
+const PREPARED = { prepared: true } as const;
+
 /** The sequence of job ids (`job_queue.id`'s identity; history rows keep the id they had, and a skipped slot's row draws one). */
 export const JOB_ID_SEQUENCE = "cronledger.job_queue_id_seq";
 
@@ -137,6 +140,7 @@ const insertStatement = reusable<"names" | "queues" | "payloads" | "priorities" 
       ) as t(n, q, p, pr, ra, dm, ma, ik, sk, sf, rp)`)}
     select inserted.id::float8 as id, inserted.job_name, inserted.idempotency_key, inserted.schedule_key
     from inserted cross join notified`,
+  PREPARED,
 );
 
 /**
@@ -277,7 +281,7 @@ function claimStatement(ordinary: boolean, withChores: boolean, fixedClock: bool
         returning ${j.id}::float8 as "id", ${j.jobName} as "jobName", ${j.queue} as "queue", ${j.payload}::text as "payload",
           ${j.priority} as "priority", ${epochMs(j.runAt)} as "runAtMs", ${j.attempts} as "attempts", ${j.maxAttempts} as "maxAttempts",
           ${epochMs(j.scheduledFor)} as "scheduledForMs", ${j.scheduleKey} as "scheduleKey", ${j.idempotencyKey} as "idempotencyKey", ${j.retryPolicy}::text as "retryPolicy"`;
-  });
+  }, PREPARED);
 }
 
 /** How one attempt's row is written back. */
@@ -374,7 +378,7 @@ function completionStatement(fixedClock: boolean) {
           select * from finished union all select * from stopped
         ), ${archiveCtes()}
         ${notifyQueues(sql`requeued where returned = 1`)}`;
-  });
+  }, PREPARED);
 }
 
 const completionAtDatabaseClock = completionStatement(false);
