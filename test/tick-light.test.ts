@@ -24,6 +24,7 @@ const at = (minutes: number, seconds = 1) => new Date(T0 + minutes * MINUTE + se
 
 const rollup = defineJob({ name: "light.rollup", run: () => {} });
 const digest = defineJob({ name: "light.digest", run: () => {} });
+const broken = defineJob({ name: "light.broken", run: () => {} });
 
 const dialect = new PgDialect();
 
@@ -66,7 +67,7 @@ describe("the pass's light statement", () => {
 
   const open = async (schedule: ScheduleEntry[]) => {
     const recorded = recordingDatabase(database.url);
-    const ledger = createCronledger({ database: recorded.database, jobs: [rollup, digest], schedule, logger: silentLogger, metrics: false, chores: false });
+    const ledger = createCronledger({ database: recorded.database, jobs: [rollup, digest, broken], schedule, logger: silentLogger, metrics: false, chores: false });
     opened.push({ ledger, database: recorded.database });
     await ledger.migrate();
     await query(
@@ -171,5 +172,39 @@ describe("the pass's light statement", () => {
       ["queued", null, 4],
       ["skipped", "paused", 5],
     ]);
+  });
+
+  it("splits a failed light statement into parts as before: the bad entry is quarantined, the paused one recorded as skipped, the rest fire", async () => {
+    const { ledger, other, tick, runs } = await open([
+      { job: rollup, cron: "* * * * *", key: "minutely" },
+      { job: digest, cron: "* * * * *" },
+      { job: broken, cron: "* * * * *" },
+    ]);
+    await query(
+      ledger.database.db,
+      sql.raw(`create or replace function public.light_reject() returns trigger language plpgsql as $$
+        begin raise exception 'rejected by the application' using errcode = '22023'; end $$`),
+    );
+    await query(ledger.database.db, sql.raw(`drop trigger if exists light_reject on cronledger.job_queue`));
+    await query(
+      ledger.database.db,
+      sql.raw(`create trigger light_reject before insert on cronledger.job_queue for each row when (new.job_name = 'light.broken') execute function public.light_reject()`),
+    );
+    try {
+      await tick(at(0));
+      await other`update cronledger.schedule_state set paused_at = now(), paused_by = 'replica-b' where job_name = ${rollup.name}`;
+      const failed = await tick(at(1));
+      expect(failed.report.enqueued.map((slot) => slot.jobName)).toEqual([digest.name]);
+      expect(failed.report.skipped.map((slot) => [slot.jobName, slot.reason])).toEqual([[rollup.name, "paused"]]);
+      expect(failed.report.quarantined.map((slot) => slot.jobName)).toEqual([broken.name]);
+      // The failed light statement, its parts (light: the pause is not known yet), then the paused entry's full statement.
+      expect(failed.passes[0]).toBe("light");
+      expect(failed.passes.at(-1)).toBe("full");
+      expect(failed.passes.filter((pass) => pass === "full")).toHaveLength(1);
+      expect((await runs(rollup.name)).map((run) => [run.status, run.outcome, run.minute])).toEqual([["skipped", "paused", 1]]);
+      expect(await runs(broken.name)).toEqual([]);
+    } finally {
+      await query(ledger.database.db, sql.raw(`drop trigger if exists light_reject on cronledger.job_queue`));
+    }
   });
 });
