@@ -37,6 +37,12 @@ export interface TickMemory {
    * one of their slots is claimed, so they never hold up the other entries.
    */
   readonly suspects: Map<string, { readonly failures: number }>;
+  /**
+   * Entries whose ledger row a pass found paused and no later pass found
+   * resumed. While a statement holds none of them (and no overlap policy but
+   * allow_all), it is the light one (src/schedule/tick.ts, lightEnough).
+   */
+  readonly paused: Set<string>;
   /** Entries found locked, since when, and when that was last logged as a warning. */
   readonly locked: Map<string, { readonly sinceMs: number; warnedAtMs: number | undefined }>;
   /** Database clock minus local clock, as last observed; lets a pass pick its candidates before it reads `now()`. */

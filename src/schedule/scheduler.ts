@@ -120,7 +120,7 @@ export class Scheduler {
   private readonly database: Database;
   private readonly logger: Logger;
   private readonly events: CronledgerEvents;
-  private readonly memory: TickMemory = { memo: new Map(), deferred: new Map(), quarantined: new Set(), suspects: new Map(), locked: new Map(), clockOffsetMs: undefined };
+  private readonly memory: TickMemory = { memo: new Map(), deferred: new Map(), quarantined: new Set(), suspects: new Map(), paused: new Set(), locked: new Map(), clockOffsetMs: undefined };
   /** The passes' executor: cronledger's database, with the pass timeout. */
   private readonly passExecutor: Executor;
   private readonly passTimeoutMs: number;

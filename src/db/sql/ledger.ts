@@ -1,8 +1,8 @@
-import { sql } from "drizzle-orm";
+import { sql, type SQL } from "drizzle-orm";
 import { alias } from "drizzle-orm/pg-core";
 import { scheduleLastRuns, scheduleState, scheduleVersions } from "../../schema.js";
 import { query, type Executor } from "../executor.js";
-import { array, arrayLiteral, clock, epochMs, milliseconds, name } from "./fragments.js";
+import { array, clock, epochMs, milliseconds, name, reusable } from "./fragments.js";
 import { jobInsertCtes } from "./jobs.js";
 import { slotPolicyCtes } from "./slot-policy.js";
 
@@ -10,8 +10,9 @@ import { slotPolicyCtes } from "./slot-policy.js";
  * Every statement on the ledger, `cronledger.schedule_state`, written
  * against src/schema.ts. The scheduler's pass is one raw statement of
  * CTEs (drizzle's builder has no data-modifying CTEs joined to arrays):
- * see passStatement. About 400 lines: the pass, its repairs and the
- * ledger's reads and operator writes share the row shapes and are read together.
+ * see runPass and passSql, its two variants (light and full) rendered once
+ * per shape. About 550 lines: the pass, its repairs and the ledger's reads
+ * and operator writes share the row shapes and are read together.
  */
 
 /** `schedule_state` as `s`, joined to the arrays of planned entries. */
@@ -65,6 +66,12 @@ export interface PassInput {
    * with SQLSTATE 55P03; undefined waits up to the pass timeout.
    */
   readonly otherLockWaitMs?: number;
+  /**
+   * The light statement (runPass): none of the pause's and overlap policy's
+   * CTEs, for entries that all allow all and that the process knows of no
+   * pause of. A row it finds paused is only reported (`paused`).
+   */
+  readonly light?: boolean;
 }
 
 /** One row per entry of the pass (one row with a null key when it had none). */
@@ -88,6 +95,11 @@ export interface PassRow {
   skip_detail: string | null;
   /** The history row recording a skipped slot. */
   skipped_job_id: number | null;
+  /**
+   * The entry's ledger row was paused in the statement's snapshot (null in the row of a pass without entries).
+   * A light statement left such a row alone: its entry is to be run again in the full statement.
+   */
+  paused: boolean | null;
 }
 
 /**
@@ -107,68 +119,167 @@ export interface PassRow {
  * others: it comes back as `locked`, unwritten and still due. Quarantine:
  * an entry whose row is quarantined until later is not claimed, and a claim
  * clears the quarantine.
+ *
+ * Two variants (`light`): the full statement decides pauses and overlap
+ * policies (src/db/sql/slot-policy.ts); the light one has none of those
+ * CTEs and never touches a paused row (it only reports it, `paused`), for
+ * the tick to run that entry again in the full statement. The policy's CTEs
+ * cost the statement's parse and plan even when they handle no row: at
+ * 100,000 entries 4.0 s against 2.6 s for a cold idle pass, 7.3 s against
+ * 5.3 s all due (docs/benchmarks.md). Each shape's text is rendered once.
  */
 export async function runPass(executor: Executor, input: PassInput): Promise<PassRow[]> {
-  const truncatedNow = sql`date_trunc('milliseconds', ${clock(input.exactNow)})`;
   // The idle pass, every second on every replica: the clock alone, without planning the empty statement.
   if (input.entries.length === 0) {
     return query<PassRow>(
       executor,
-      sql`select ${epochMs(truncatedNow)} as now_ms, null as key, null as old_ms, null as slot_ms, null as stale,
+      sql`select ${epochMs(sql`date_trunc('milliseconds', ${clock(input.exactNow)})`)} as now_ms, null as key, null as old_ms, null as slot_ms, null as stale,
             false as claimed, null as created_ms, false as repaired, null as job_id, false as locked, null as quarantined_until_ms,
-            null as skip_reason, null as skip_detail, null as skipped_job_id`,
+            null as skip_reason, null as skip_detail, null as skipped_job_id, null as paused`,
     );
   }
-  const entry = <K extends keyof PassEntry>(key: K) => arrayLiteral(input.entries.map((row) => row[key]));
-  const slot = <K extends keyof PassSlot>(key: K) => arrayLiteral(input.slots.map((row) => row[key]));
-  const knownStart = arrayLiteral(input.entries.map((row) => (row.knownLedgerMs === null ? null : new Date(row.knownLedgerMs).toISOString())));
-  const slotAt = arrayLiteral(input.slots.map((row) => new Date(row.slotMs).toISOString()));
-  const ledgerMs = epochMs(s.lastEnqueuedSlot);
   const lockWaitMs = input.lockWaitMs ?? null;
   const lockTimeoutMs = lockWaitMs ?? input.otherLockWaitMs ?? null;
-  // set_config(..., true) lasts until the end of this statement's own transaction; the join makes it run before any row is locked.
-  const lockWait =
-    lockTimeoutMs === null ? sql`` : sql`cross join (select set_config('lock_timeout', ${String(Math.max(1, Math.round(lockTimeoutMs)))}, true)) as lock_wait`;
+  const shape = { light: input.light === true, fixedClock: input.exactNow !== null, lockTimeout: lockTimeoutMs !== null, skipLocked: lockWaitMs === null };
+  const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
   return query<PassRow>(
     executor,
-    sql`
+    passStatement(shape)({
+      now: input.exactNow?.toISOString() ?? null,
+      keys: input.entries.map((row) => row.key),
+      jobNames: input.entries.map((row) => row.jobName),
+      windows: input.entries.map((row) => row.catchUpWindowMs),
+      starts: input.entries.map((row) => iso(row.knownLedgerMs)),
+      queues: input.entries.map((row) => row.queue),
+      payloads: input.entries.map((row) => row.payloadJson),
+      priorities: input.entries.map((row) => row.priority),
+      maxAttempts: input.entries.map((row) => row.maxAttempts),
+      overlaps: input.entries.map((row) => row.overlap),
+      slotKeys: input.slots.map((row) => row.key),
+      slotMs: input.slots.map((row) => row.slotMs),
+      slotAt: input.slots.map((row) => iso(row.slotMs)),
+      fireMs: input.slots.map((row) => row.fireMs),
+      idempotencyKeys: input.slots.map((row) => row.idempotencyKey),
+      namespace: input.namespace,
+      lowMs: input.lowMs,
+      highMs: input.highMs,
+      toleranceMs: input.futureToleranceMs,
+      lockTimeout: lockTimeoutMs === null ? null : String(Math.max(1, Math.round(lockTimeoutMs))),
+    }),
+  );
+}
+
+type PassValue =
+  | "now"
+  | "keys"
+  | "jobNames"
+  | "windows"
+  | "starts"
+  | "queues"
+  | "payloads"
+  | "priorities"
+  | "maxAttempts"
+  | "overlaps"
+  | "slotKeys"
+  | "slotMs"
+  | "slotAt"
+  | "fireMs"
+  | "idempotencyKeys"
+  | "namespace"
+  | "lowMs"
+  | "highMs"
+  | "toleranceMs"
+  | "lockTimeout";
+
+/** What makes one pass statement's text differ from another's. */
+interface PassShape {
+  /** Without the pause's and overlap policy's CTEs (runPass). */
+  readonly light: boolean;
+  /** `tick({ now })`'s instant instead of the database clock. */
+  readonly fixedClock: boolean;
+  /** A lock_timeout set for the statement. */
+  readonly lockTimeout: boolean;
+  /** Ledger rows other sessions hold are skipped, not waited for. */
+  readonly skipLocked: boolean;
+}
+
+const passStatements = new Map<string, (values: Readonly<Record<PassValue, unknown>>) => SQL>();
+
+/** The pass's text, rendered once per shape (src/db/sql/fragments.ts, reusable): at most 8 shapes are used. */
+function passStatement(shape: PassShape): (values: Readonly<Record<PassValue, unknown>>) => SQL {
+  const id = [shape.light, shape.fixedClock, shape.lockTimeout, shape.skipLocked].map(Number).join("");
+  let statement = passStatements.get(id);
+  if (statement === undefined) {
+    statement = reusable<PassValue>((value) => passSql(shape, value));
+    passStatements.set(id, statement);
+  }
+  return statement;
+}
+
+function passSql({ light, fixedClock, lockTimeout, skipLocked }: PassShape, value: (name: PassValue) => SQL): SQL {
+  const truncatedNow = sql`date_trunc('milliseconds', ${fixedClock ? sql`${value("now")}::timestamptz` : sql`now()`})`;
+  const ledgerMs = epochMs(s.lastEnqueuedSlot);
+  // set_config(..., true) lasts until the end of this statement's own transaction; the join makes it run before any row is locked.
+  const lockWait = lockTimeout ? sql`cross join (select set_config('lock_timeout', ${value("lockTimeout")}, true)) as lock_wait` : sql``;
+  // The light statement leaves a paused row alone (neither claimed nor repaired): the tick runs its entry again in the full one.
+  const notPaused = light ? sql` and not e.paused` : sql``;
+  const jobsOf = sql`select e.job_name, e.queue, e.payload::jsonb, e.priority, clock.now, e.max_attempts, d.idempotency_key, e.key, d.slot_at::timestamptz, null::jsonb
+      from claimed cl join due d on d.key = cl.key join entry e on e.key = cl.key cross join clock
+      where not d.stale`;
+  const decisions = light
+    ? sql`${jobInsertCtes(jobsOf)}`
+    : sql`${slotPolicyCtes(
+        // The claimed, non-stale slots of the entries a policy or a pause can hold back, driven by the due ones with a hashed
+        // semi-join on the claim (a join on its RETURNING was planned as a nested loop). An entry that allows all and runs is
+        // never a candidate: it fires as before, and a 100,000-entry pass does not carry every slot through the policy's CTEs
+        // (7.3 s against 5.8 s before the policies, docs/benchmarks.md).
+        sql`select d.key, d.slot_at, e.overlap, coalesce(e.paused, false) as paused, e.paused_by, e.paused_note,
+            e.job_name, e.queue, e.payload, e.priority, e.max_attempts
+          from due d join entry e on e.key = d.key
+          where not d.stale and (e.overlap <> 'allow_all' or e.paused) and d.key in (select key from claimed)`,
+        sql`(select now from clock)`,
+      )}, ${jobInsertCtes(sql`${jobsOf} and cl.key not in (select key from decided where skip_reason is not null)`)}`;
+  const skips = light
+    ? sql`null::text as skip_reason, null::text as skip_detail, null::float8 as skipped_job_id`
+    : sql`dc.skip_reason, dc.skip_detail, sk.id::float8 as skipped_job_id`;
+  return sql`
     with clock as (
       select t as now, ${epochMs(sql`t`)} as now_ms from (select ${truncatedNow} as t) as c
     ), entry as (
       select e.*, ${ledgerMs} as old_ms, ${epochMs(s.quarantinedUntil)} as quarantined_until_ms,
         ${s.pausedAt} is not null as paused, ${s.pausedBy} as paused_by, ${s.pausedNote} as paused_note
       from unnest(
-        ${entry("key")}::text[], ${entry("jobName")}::text[], ${entry("catchUpWindowMs")}::float8[], ${knownStart}::text[],
-        ${entry("queue")}::text[], ${entry("payloadJson")}::text[], ${entry("priority")}::int[], ${entry("maxAttempts")}::int[],
-        ${entry("overlap")}::text[]
-      ) as e(key, job_name, window_ms, start_at, queue, payload, priority, max_attempts, overlap)
+        ${value("keys")}::text[], ${value("jobNames")}::text[], ${value("windows")}::float8[], ${value("starts")}::text[],
+        ${value("queues")}::text[], ${value("payloads")}::text[], ${value("priorities")}::int[], ${value("maxAttempts")}::int[]${light ? sql`` : sql`,
+        ${value("overlaps")}::text[]`}
+      ) as e(key, job_name, window_ms, start_at, queue, payload, priority, max_attempts${light ? sql`` : sql`, overlap`})
       left join ${scheduleState} as s on ${s.key} = e.key
     ), due as (
       select distinct on (c.key) c.key, c.slot_ms, c.slot_at, c.idempotency_key, e.old_ms,
         c.slot_ms < clock.now_ms - e.window_ms as stale
       from unnest(
-        ${slot("key")}::text[], ${slot("slotMs")}::float8[], ${slotAt}::text[], ${slot("fireMs")}::float8[], ${slot("idempotencyKey")}::text[]
+        ${value("slotKeys")}::text[], ${value("slotMs")}::float8[], ${value("slotAt")}::text[], ${value("fireMs")}::float8[], ${value("idempotencyKeys")}::text[]
       ) as c(key, slot_ms, slot_at, fire_ms, idempotency_key)
       join entry e on e.key = c.key
       cross join clock
-      where clock.now_ms between ${input.lowMs}::float8 and ${input.highMs}::float8
-        and e.old_ms <= clock.now_ms + ${input.futureToleranceMs}::float8
+      where clock.now_ms between ${value("lowMs")}::float8 and ${value("highMs")}::float8
+        and e.old_ms <= clock.now_ms + ${value("toleranceMs")}::float8
         and c.fire_ms <= clock.now_ms
         and c.slot_ms > e.old_ms
-        and (e.quarantined_until_ms is null or e.quarantined_until_ms <= clock.now_ms)
+        and (e.quarantined_until_ms is null or e.quarantined_until_ms <= clock.now_ms)${notPaused}
       order by c.key, c.slot_ms desc
     ), corrupt as (
       -- The clock as a scalar, so the filter picks the few corrupt rows before any join instead of after it.
-      select e.key, e.old_ms from entry e where e.old_ms > (select now_ms from clock) + ${input.futureToleranceMs}::float8
+      select e.key, e.old_ms from entry e where e.old_ms > (select now_ms from clock) + ${value("toleranceMs")}::float8${notPaused}
     ), locked as (
       -- Only the rows this statement writes. One another session holds is reported, not waited for (or waited for briefly).
       select ${s.key} as key from ${scheduleState} as s
       ${lockWait}
       where ${s.key} = any(array(select key from due union all select key from corrupt))
-      for update of s ${lockWaitMs === null ? sql`skip locked` : sql``}
+      for update of s ${skipLocked ? sql`skip locked` : sql``}
     ), created as (
       insert into ${scheduleState} (${name(scheduleState.key)}, ${name(scheduleState.namespace)}, ${name(scheduleState.jobName)}, ${name(scheduleState.lastEnqueuedSlot)})
-      select e.key, ${input.namespace}, e.job_name, coalesce(e.start_at::timestamptz, clock.now)
+      select e.key, ${value("namespace")}, e.job_name, coalesce(e.start_at::timestamptz, clock.now)
       from entry e cross join clock
       where e.old_ms is null
       on conflict (${name(scheduleState.key)}) do nothing
@@ -185,25 +296,12 @@ export async function runPass(executor: Executor, input: PassInput): Promise<Pas
       from due d join locked l on l.key = d.key
       where ${s.key} = d.key and ${ledgerMs} = d.old_ms
       returning ${s.key} as key
-    ), ${slotPolicyCtes(
-      // The claimed, non-stale slots of the entries a policy or a pause can hold back, driven by the due ones with a hashed
-      // semi-join on the claim (a join on its RETURNING was planned as a nested loop). An entry that allows all and runs is
-      // never a candidate: it fires as before, and a 100,000-entry pass does not carry every slot through the policy's CTEs
-      // (7.3 s against 5.8 s before the policies, docs/benchmarks.md).
-      sql`select d.key, d.slot_at, e.overlap, coalesce(e.paused, false) as paused, e.paused_by, e.paused_note,
-            e.job_name, e.queue, e.payload, e.priority, e.max_attempts
-          from due d join entry e on e.key = d.key
-          where not d.stale and (e.overlap <> 'allow_all' or e.paused) and d.key in (select key from claimed)`,
-      sql`(select now from clock)`,
-    )}, ${jobInsertCtes(sql`
-      select e.job_name, e.queue, e.payload::jsonb, e.priority, clock.now, e.max_attempts, d.idempotency_key, e.key, d.slot_at::timestamptz, null::jsonb
-      from claimed cl join due d on d.key = cl.key join entry e on e.key = cl.key cross join clock
-      where not d.stale and cl.key not in (select key from decided where skip_reason is not null)`)}
+    ), ${decisions}
     select clock.now_ms, e.key, e.old_ms, d.slot_ms, d.stale, cl.key is not null as claimed, cr.ms as created_ms,
       rp.key is not null as repaired, i.id::float8 as job_id,
       (d.key is not null or co.key is not null) and l.key is null as locked, e.quarantined_until_ms,
-      dc.skip_reason, dc.skip_detail, sk.id::float8 as skipped_job_id
-    from clock cross join notified cross join overlap_notified
+      ${skips}, e.paused
+    from clock cross join notified${light ? sql`` : sql` cross join overlap_notified`}
     left join entry e on true
     left join due d on d.key = e.key
     left join corrupt co on co.key = e.key
@@ -211,10 +309,13 @@ export async function runPass(executor: Executor, input: PassInput): Promise<Pas
     left join claimed cl on cl.key = e.key
     left join created cr on cr.key = e.key
     left join repaired rp on rp.key = e.key
-    left join inserted i on i.schedule_key = e.key
+    left join inserted i on i.schedule_key = e.key${
+      light
+        ? sql``
+        : sql`
     left join decided dc on dc.key = e.key
-    left join moved sk on sk.schedule_key = e.key and sk.status = 'skipped'`,
-  );
+    left join moved sk on sk.schedule_key = e.key and sk.status = 'skipped'`
+    }`;
 }
 
 export interface LedgerRow {
