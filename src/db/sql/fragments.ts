@@ -96,3 +96,27 @@ export function reusable<N extends string>(
     return sql.join(chunks);
   };
 }
+
+/**
+ * reusable() once per shape of a statement (which of its clauses are there):
+ * `build` runs the first time each combination of the shape's flags is
+ * asked for, and that statement serves every later call of the same shape.
+ */
+export function reusableShapes<S extends { readonly [K in keyof S]: boolean }, N extends string>(
+  build: (shape: S, value: (name: N) => SQL) => SQL,
+  options: { readonly prepared?: boolean } = {},
+): (shape: S) => (values: Readonly<Record<N, unknown>>) => SQL {
+  const byShape = new Map<string, (values: Readonly<Record<N, unknown>>) => SQL>();
+  return (shape) => {
+    const key = (Object.keys(shape) as (keyof S & string)[])
+      .sort()
+      .map((flag) => (shape[flag] ? flag : ""))
+      .join(",");
+    let statement = byShape.get(key);
+    if (statement === undefined) {
+      statement = reusable<N>((value) => build(shape, value), options);
+      byShape.set(key, statement);
+    }
+    return statement;
+  };
+}

@@ -4,7 +4,7 @@ import { alias } from "drizzle-orm/pg-core";
 import { LeaseExpiredError, type StopRequest } from "../../errors.js";
 import { jobHistory, jobKeys, jobQueue } from "../../schema.js";
 import { query, type Executor } from "../executor.js";
-import { array, clock, epochMs, milliseconds, name, reusable } from "./fragments.js";
+import { array, clock, epochMs, milliseconds, name, reusable, reusableShapes } from "./fragments.js";
 import { archiveCtes, movedToHistory } from "./history.js";
 import { registerWorker, type WorkerRegistration } from "./workers.js";
 
@@ -225,15 +225,9 @@ export async function claimJobs(executor: Executor, request: ClaimRequest): Prom
   const ordinary = request.limit > 0 && request.jobNames.length > 0;
   const { chores } = request;
   const withChores = chores !== undefined && chores.jobNames.length > 0 && chores.limit > 0;
-  const shape = `${ordinary}:${withChores}:${request.now !== undefined}`;
-  let statement = claimStatements.get(shape);
-  if (statement === undefined) {
-    statement = claimStatement(ordinary, withChores, request.now !== undefined);
-    claimStatements.set(shape, statement);
-  }
   return query<ClaimedJob>(
     executor,
-    statement({
+    claimStatement({ ordinary, withChores, fixedClock: request.now !== undefined })({
       worker: request.workerId,
       queues: request.queues,
       names: request.jobNames,
@@ -247,12 +241,11 @@ export async function claimJobs(executor: Executor, request: ClaimRequest): Prom
 }
 
 type ClaimSlot = "worker" | "queues" | "names" | "limit" | "choreQueue" | "choreNames" | "choreLimit" | "now";
-const claimStatements = new Map<string, (values: Readonly<Record<ClaimSlot, unknown>>) => SQL>();
 
 /** The claim's text, rendered once per shape: with ordinary jobs, with chores, judged at a given instant. */
-function claimStatement(ordinary: boolean, withChores: boolean, fixedClock: boolean) {
-  const q = jobQueue;
-  return reusable<ClaimSlot>((value) => {
+const claimStatement = reusableShapes<{ ordinary: boolean; withChores: boolean; fixedClock: boolean }, ClaimSlot>(
+  ({ ordinary, withChores, fixedClock }, value) => {
+    const q = jobQueue;
     const now = fixedClock ? sql`${value("now")}::timestamptz` : sql`now()`;
     const ready = (queue: SQL, names: SQL, limit: SQL) => sql`
       select ${q.id} as id, ${q.priority} as priority, ${q.runAt} as run_at from ${jobQueue}
@@ -281,8 +274,9 @@ function claimStatement(ordinary: boolean, withChores: boolean, fixedClock: bool
         returning ${j.id}::float8 as "id", ${j.jobName} as "jobName", ${j.queue} as "queue", ${j.payload}::text as "payload",
           ${j.priority} as "priority", ${epochMs(j.runAt)} as "runAtMs", ${j.attempts} as "attempts", ${j.maxAttempts} as "maxAttempts",
           ${epochMs(j.scheduledFor)} as "scheduledForMs", ${j.scheduleKey} as "scheduleKey", ${j.idempotencyKey} as "idempotencyKey", ${j.retryPolicy}::text as "retryPolicy"`;
-  }, PREPARED);
-}
+  },
+  PREPARED,
+);
 
 /** How one attempt's row is written back. */
 export interface CompletionRow {

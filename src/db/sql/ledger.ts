@@ -2,7 +2,7 @@ import { sql, type SQL } from "drizzle-orm";
 import { alias } from "drizzle-orm/pg-core";
 import { scheduleLastRuns, scheduleState, scheduleVersions } from "../../schema.js";
 import { query, type Executor } from "../executor.js";
-import { array, clock, epochMs, milliseconds, name, reusable } from "./fragments.js";
+import { array, clock, epochMs, milliseconds, name, reusableShapes } from "./fragments.js";
 import { jobInsertCtes } from "./jobs.js";
 import { slotPolicyCtes } from "./slot-policy.js";
 
@@ -203,18 +203,8 @@ interface PassShape {
   readonly skipLocked: boolean;
 }
 
-const passStatements = new Map<string, (values: Readonly<Record<PassValue, unknown>>) => SQL>();
-
-/** The pass's text, rendered once per shape (src/db/sql/fragments.ts, reusable): at most 8 shapes are used. */
-function passStatement(shape: PassShape): (values: Readonly<Record<PassValue, unknown>>) => SQL {
-  const id = [shape.light, shape.fixedClock, shape.lockTimeout, shape.skipLocked].map(Number).join("");
-  let statement = passStatements.get(id);
-  if (statement === undefined) {
-    statement = reusable<PassValue>((value) => passSql(shape, value));
-    passStatements.set(id, statement);
-  }
-  return statement;
-}
+/** The pass's text, rendered once per shape (src/db/sql/fragments.ts, reusableShapes): at most 8 shapes are used. */
+const passStatement = reusableShapes<PassShape, PassValue>((shape, value) => passSql(shape, value));
 
 function passSql({ light, fixedClock, lockTimeout, skipLocked }: PassShape, value: (name: PassValue) => SQL): SQL {
   const truncatedNow = sql`date_trunc('milliseconds', ${fixedClock ? sql`${value("now")}::timestamptz` : sql`now()`})`;
