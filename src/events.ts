@@ -93,21 +93,29 @@ export interface CronledgerEvents {
 
 export type CronledgerHooks = Partial<CronledgerEvents>;
 
-/** Fans one event out to every listener; a throwing listener is reported, never propagated into the scheduler. */
+/**
+ * Fans one event out to every listener; a throwing listener is reported, never propagated into the scheduler.
+ * Each event's listeners are looked up once, and an event is passed on as its one or two arguments, not
+ * as a rest array spread again: jobStarted and jobFinished fire for every job, and the array was garbage.
+ */
 export function combineHooks(listeners: readonly CronledgerHooks[], onListenerError: (error: unknown) => void): CronledgerEvents {
-  const emit =
-    <K extends keyof CronledgerEvents>(name: K) =>
-    (...args: Parameters<CronledgerEvents[K]>) => {
-      for (const listener of listeners) {
-        const handler = listener[name] as ((...a: Parameters<CronledgerEvents[K]>) => void) | undefined;
-        if (!handler) continue;
+  const emit = <K extends keyof CronledgerEvents>(name: K) => {
+    type Args = Parameters<CronledgerEvents[K]>;
+    const handlers = listeners.flatMap((listener) => {
+      const handler = listener[name] as ((first: Args[0], second?: Args[1]) => void) | undefined;
+      return handler === undefined ? [] : [handler];
+    });
+    return ((first: Args[0], second?: Args[1]) => {
+      for (const handler of handlers) {
         try {
-          handler(...args);
+          if (second === undefined) handler(first);
+          else handler(first, second);
         } catch (error) {
           onListenerError(error);
         }
       }
-    };
+    }) as CronledgerEvents[K];
+  };
   return {
     tickCompleted: emit("tickCompleted"),
     jobStarted: emit("jobStarted"),

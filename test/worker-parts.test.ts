@@ -1,7 +1,9 @@
-import { describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { Backoff } from "../src/backoff.js";
 import { claimSize, MAX_CONCURRENT_CLAIMS } from "../src/jobs/claim-size.js";
-import { attemptStatus, completionRow, count, emptySummary, type Completion } from "../src/jobs/completion.js";
+import { attemptStatus, CompletionBatcher, completionRow, count, emptySummary, type Completion } from "../src/jobs/completion.js";
+import type { CompletionRow } from "../src/db/sql/jobs.js";
+import { silentLogger } from "../src/index.js";
 
 // The worker's pure parts: claim sizing, what a completion becomes, the retry waits.
 describe("claim size", () => {
@@ -54,6 +56,38 @@ describe("completions", () => {
   it("keeps a retry's delay and error, and a success's outcome", () => {
     expect(completionRow({ kind: "retry", id: 7, error: "boom", delayMs: 30 })).toEqual({ id: 7, status: "queued", outcome: null, error: "boom", delayMs: 30, returned: false });
     expect(completionRow({ kind: "succeeded", id: 7, outcome: "noop" })).toEqual({ id: 7, status: "succeeded", outcome: "noop", error: null, delayMs: 0, returned: false });
+  });
+});
+
+describe("completion batches", () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  function batcher(): { batcher: CompletionBatcher; writes: (readonly CompletionRow[])[] } {
+    const writes: (readonly CompletionRow[])[] = [];
+    const host = { write: async (rows: readonly CompletionRow[]) => void writes.push(rows), flushed: () => {}, logger: silentLogger };
+    return { batcher: new CompletionBatcher(host), writes };
+  }
+
+  it("holds a completion for the batching delay, so the ones that end beside it share its statement", async () => {
+    vi.useFakeTimers();
+    const { batcher: b, writes } = batcher();
+    b.add({ kind: "succeeded", id: 1, outcome: null });
+    await vi.advanceTimersByTimeAsync(5);
+    b.add({ kind: "succeeded", id: 2, outcome: null });
+    expect(writes).toEqual([]);
+    await vi.advanceTimersByTimeAsync(5);
+    expect(writes.map((rows) => rows.map((row) => row.id))).toEqual([[1, 2]]);
+  });
+
+  it("writes at once when told nothing else will join (an idle worker's last job)", async () => {
+    vi.useFakeTimers();
+    const { batcher: b, writes } = batcher();
+    b.add({ kind: "succeeded", id: 1, outcome: null });
+    b.flushNow();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(writes.map((rows) => rows.map((row) => row.id))).toEqual([[1]]);
   });
 });
 

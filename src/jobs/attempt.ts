@@ -122,7 +122,10 @@ export class Attempt implements JobContext {
     this.controller?.abort(reason);
   }
 
-  /** Runs the handler after the current task, so the worker has recorded the attempt as active first. */
+  /**
+   * Runs the handler now; the worker records the attempt as active before it calls this. Its promise
+   * settles with the handler's result, or with the abort's reason the moment the worker aborts it.
+   */
   run(definition: JobDefinition, payload: unknown): Promise<JobResult> {
     return new Promise<JobResult>((resolve, reject) => {
       if (this.aborted) {
@@ -130,13 +133,18 @@ export class Attempt implements JobContext {
         return;
       }
       this.rejectRun = reject;
-      queueMicrotask(() => {
-        try {
-          Promise.resolve(definition.run(payload, this)).then(resolve, reject);
-        } catch (error) {
-          reject(error);
-        }
-      });
+      try {
+        const result = definition.run(payload, this);
+        // Not resolve(result): a promise passed to resolve() locks this one to it, and abort() could no longer settle it.
+        if (isThenable(result)) result.then(resolve, reject);
+        else resolve(result);
+      } catch (error) {
+        reject(error);
+      }
     });
   }
+}
+
+function isThenable(value: unknown): value is PromiseLike<JobResult> {
+  return typeof value === "object" && value !== null && typeof (value as { then?: unknown }).then === "function";
 }

@@ -140,6 +140,15 @@ export class CompletionBatcher {
     this.schedule(this.pending.length >= FLUSH_SIZE ? 0 : FLUSH_DELAY_MS);
   }
 
+  /**
+   * Writes what waits without the batching delay: the worker holds nothing
+   * else, so no completion will join these soon (an idle worker's single job,
+   * the end of a drain). Left alone while a failed write backs off.
+   */
+  flushNow(): void {
+    if (this.pending.length > 0 && this.backoff.currentMs === 0) this.schedule(0);
+  }
+
   private schedule(delayMs: number): void {
     if (this.flushing) return;
     if (this.timer !== undefined) {

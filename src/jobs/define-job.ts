@@ -5,7 +5,7 @@ import type { Logger } from "../log.js";
 import type { EnqueueManyOptions, EnqueueOptions } from "./enqueue-options.js";
 import { bytesOverLimit, DEFAULT_MAX_PAYLOAD_BYTES } from "./payload-limit.js";
 import { resolveRetryPolicy, type RetryClass, type RetryPolicy } from "./retry.js";
-import { isStandardSchema, validateWith, type StandardSchemaV1 } from "./standard-schema.js";
+import { isStandardSchema, validateWith, type StandardSchemaV1, type Validated } from "./standard-schema.js";
 
 /** The payload a schema accepts (what enqueue takes) and the one it gives the handler. */
 export type PayloadInput<S extends StandardSchemaV1> = StandardSchemaV1.InferInput<S>;
@@ -134,8 +134,15 @@ export function isJobDefinition(value: unknown): value is JobDefinition {
 }
 
 /** The stored payload checked by the job's schema, as the worker reads it. */
-export function validatePayload(job: JobDefinition, payload: unknown) {
+export function validatePayload(job: JobDefinition, payload: unknown): Validated {
+  // A job without a schema takes any object: what JSON.parse made of a stored object is one as it stands, so
+  // zod is not asked to copy it (a record parse per job was 5 % of the bytes a no-op drain's worker allocated).
+  if (job.payload === ANY_PAYLOAD && isPlainObject(payload)) return { ok: true, value: payload };
   return validateWith(job.payload, payload);
+}
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && Object.getPrototypeOf(value) === Object.prototype;
 }
 
 /**

@@ -61,13 +61,21 @@ const CHORE_CLAIM_LIMIT = 4;
 interface ActiveJob {
   readonly job: ClaimedJob;
   readonly attempt: Attempt;
-  readonly settled: Promise<void>;
+  /** Set once the handler has been started: the entry is recorded first, since a handler may run to its end at once. */
+  settled: Promise<void>;
 }
+
+const NOT_STARTED: Promise<void> = Promise.resolve();
 
 function deferred(): { promise: Promise<void>; resolve: () => void } {
   let resolve!: () => void;
   const promise = new Promise<void>((r) => (resolve = r));
   return { promise, resolve };
+}
+
+/** A finished attempt's fields in the worker's log lines (made only for the lines that need them). */
+function attemptFields(job: ClaimedJob): { job: string; jobId: number; attempt: number; maxAttempts: number } {
+  return { job: job.jobName, jobId: job.id, attempt: job.attempts, maxAttempts: job.maxAttempts };
 }
 
 export function newWorkerId(): string {
@@ -113,7 +121,6 @@ export class Worker {
   /** Claims in flight, and how many rows they asked for. */
   private readonly claims = new Set<Promise<void>>();
   private claimingRows = 0;
-  private rate = 0;
   /** Wake-ups (NOTIFY, the poll, retries due, a drain's own jobs) so far: a claim that saw one arrive while it ran may not conclude the queue is empty. */
   private signals = 0;
   /** False once a claim came back short: the queue is drained until a NOTIFY, the poll or a finished job says otherwise. */
@@ -252,14 +259,17 @@ export class Worker {
   /** The event loop of the worker: start what can run, claim when the buffer runs low, finish when drained. */
   private pump(): void {
     if (this.stopping) return;
-    while (this.active.size - this.chores.size < this.concurrency && this.buffer.length > 0) this.startJob(this.buffer.shift() as ClaimedJob);
+    // Handlers start synchronously (src/jobs/attempt.ts): one may stop the worker while this loop runs.
+    while (!this.stopping && this.active.size - this.chores.size < this.concurrency && this.buffer.length > 0) this.startJob(this.buffer.shift() as ClaimedJob);
     const held = this.active.size - this.chores.size + this.buffer.length;
     if (this.claimRetryTimer === undefined) {
       const limit = this.more
         ? claimSize({
             concurrency: this.concurrency,
             batchSize: this.settings.batchSize,
-            rate: this.rate,
+            // Read fresh: a worker's first finished job sizes the claim that follows it (read at the previous
+            // claim's start instead, the first claim's 0 made the second claim a single row).
+            rate: this.durations.sustainableRate(this.concurrency),
             held,
             claims: this.claims.size,
             claimingRows: this.claimingRows,
@@ -285,7 +295,6 @@ export class Worker {
   }
 
   private async claim(limit: number): Promise<void> {
-    this.rate = this.durations.sustainableRate(this.concurrency);
     const signalsBefore = this.signals;
     const { chores } = this.settings;
     const sent = this.deps.health.sent();
@@ -374,11 +383,12 @@ export class Worker {
       },
       this.deps.attempts,
     );
-    const settled = this.execute(job, definition, attempt).then(
+    const entry: ActiveJob = { job, attempt, settled: NOT_STARTED };
+    this.active.set(job.id, entry);
+    entry.settled = this.execute(job, definition, attempt).then(
       (completion) => this.settle(job, definition, completion, started),
       (error: unknown) => this.settle(job, definition, this.failure(job, definition, error), started),
     );
-    this.active.set(job.id, { job, attempt, settled });
   }
 
   private async execute(job: ClaimedJob, definition: JobDefinition | undefined, attempt: Attempt): Promise<Completion> {
@@ -438,17 +448,16 @@ export class Worker {
     }
     const durationSeconds = (performance.now() - started) / 1000;
     const base = { jobId: job.id, jobName: job.jobName, attempt: job.attempts, status, durationSeconds };
-    const attemptFields = { job: job.jobName, jobId: job.id, attempt: job.attempts, maxAttempts: job.maxAttempts };
     if (completion.kind === "retry") {
       const nextRunAt = new Date((this.settings.clock?.() ?? new Date()).getTime() + completion.delayMs);
       this.deps.events.jobFinished({ ...base, error: completion.error, nextRunAt });
-      this.log.warn("job attempt failed; retrying", { ...attemptFields, nextRunAt: nextRunAt.toISOString(), error: completion.error });
+      this.log.warn("job attempt failed; retrying", { ...attemptFields(job), nextRunAt: nextRunAt.toISOString(), error: completion.error });
     } else if (completion.kind === "failed") {
       this.deps.events.jobFinished({ ...base, error: completion.error });
-      this.log.error("job failed terminally", { ...attemptFields, registered: definition !== undefined, error: completion.error });
+      this.log.error("job failed terminally", { ...attemptFields(job), registered: definition !== undefined, error: completion.error });
     } else if (completion.kind === "cancelled") {
       this.deps.events.jobFinished(base);
-      this.log.info("job stopped as asked: cancelled", attemptFields);
+      this.log.info("job stopped as asked: cancelled", attemptFields(job));
     } else {
       this.deps.events.jobFinished(base);
     }
@@ -460,6 +469,8 @@ export class Worker {
     }
     this.batcher.add(completion);
     this.pump();
+    // Nothing left running or waiting to run: its completion is written now, not after the batching delay.
+    if (this.active.size === 0 && this.buffer.length === 0) this.batcher.flushNow();
   }
 
   /** Jobs the reaper took back while this worker held them: running ones are aborted, buffered ones dropped. */
