@@ -1,4 +1,5 @@
-import { sql } from "drizzle-orm";
+import { sql, type SQL } from "drizzle-orm";
+import { PgDialect } from "drizzle-orm/pg-core";
 import { afterEach, describe, expect, it } from "vitest";
 import { z } from "zod";
 import type { Cronledger, CronledgerOptions } from "../src/cronledger.js";
@@ -319,6 +320,28 @@ describe.each(BACKENDS)("worker on %s", (backend) => {
     expect(stuck.attempts[0]?.signal.aborted).toBe(true);
     expect((stuck.attempts[0]?.signal.reason as Error).name).toBe("JobTimeoutError");
     expect((await jobState(ledger, id)).last_error).toContain("JobTimeoutError [job_timeout]");
+  });
+
+  it("sizes the claim that follows its first finished job by that job, not by the rate it knew before", async () => {
+    const quick = defineJob({ name: "quick.job", run: () => {} });
+    const ledger = await open([quick]);
+    await ledger.enqueueMany(Array.from({ length: 300 }, () => ({ job: quick })));
+    // The rows each claim asks for, read from the claim statements the worker sends.
+    const limits: number[] = [];
+    const db = ledger.database.db;
+    const execute = db.execute.bind(db);
+    const dialect = new PgDialect();
+    db.execute = ((statement: SQL) => {
+      const query = dialect.sqlToQuery(statement);
+      if (/^update "cronledger"."job_queue" as j\s+set "status" = 'running'/.test(query.sql.trim())) limits.push(Number(query.params[3]));
+      return execute(statement);
+    }) as typeof db.execute;
+    const summary = await ledger.work({ once: true, concurrency: 10 });
+    expect(summary.succeeded).toBe(300);
+    // The first claim knows no job's duration: the free slots only. The next one, sent once a job has
+    // finished, prefetches on top of them (it used to ask for one row, sized by the first claim's rate of 0).
+    expect(limits[0]).toBe(10);
+    expect(limits[1]).toBeGreaterThan(100);
   });
 
   it("gives handlers their context and runs lower priority values first", async () => {
