@@ -91,6 +91,14 @@ describe("createMetrics", () => {
     expect(exposition.value("cronledger_tick_duration_seconds_count")).toBe(1);
     expect(exposition.value("cronledger_prune_rows_removed_total", { table: "jobs" })).toBe(7);
     expect(exposition.value("cronledger_init_failure")).toBe(1);
+
+    // Attempts are counted between scrapes and taken in by the next one: nothing is counted twice or lost.
+    const again = parseExposition(await metrics.registry.metrics());
+    expect(again.value("cronledger_jobs_total", { job_type: "known", status: "started" })).toBe(2);
+    hooks.jobStarted?.({ jobId: 4, jobName: "known", attempt: 1 });
+    const later = parseExposition(await metrics.registry.metrics());
+    expect(later.value("cronledger_jobs_total", { job_type: "known", status: "started" })).toBe(3);
+    expect(later.value("cronledger_jobs_total", { job_type: "known", status: "done" })).toBe(1);
   });
 
   it("registers into a user's registry and shares it between ledgers", async () => {

@@ -1,5 +1,6 @@
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
 import { ConfigError } from "../errors.js";
+import { AttemptCounts, attemptCountsOf, JOB_STATUS_LABELS, STARTED, STATUS_INDEX, type JobStatusLabel } from "./attempt-counts.js";
 import type { AttemptStatus, CronledgerHooks, SlotOutcomeLabel } from "../events.js";
 import { ENTRY_STATES } from "../status/health.js";
 import type { SchedulerStatus } from "../status/model.js";
@@ -7,8 +8,7 @@ import type { SchedulerStatus } from "../status/model.js";
 /** The `job_type` of jobs this process has no definition for: one value, so label cardinality stays bounded. */
 export const OTHER_JOB_TYPE = "_other";
 
-export const JOB_STATUS_LABELS = ["started", "done", "retry", "skip", "panicked", "noop", "cancelled"] as const;
-export type JobStatusLabel = (typeof JOB_STATUS_LABELS)[number];
+export { JOB_STATUS_LABELS, type JobStatusLabel } from "./attempt-counts.js";
 export const SLOT_OUTCOME_LABELS = ["enqueued", "lost_race", "skipped_stale", "skipped_paused", "skipped_overlap", "quarantined", "set_aside", "locked", "repaired"] as const satisfies readonly SlotOutcomeLabel[];
 export const PRUNED_TABLES = ["schedule_state", "jobs"] as const;
 export const REAP_OUTCOMES = ["requeued", "failed"] as const;
@@ -64,41 +64,6 @@ export interface CronledgerMetrics {
 /** The sources of each registry: two ledgers sharing a registry add up, their gauges included. */
 const SOURCES = new WeakMap<Registry, Set<MetricsSource>>();
 
-/**
- * Job attempts counted since cronledger_jobs_total was last read, one array
- * of counts per job type (indexed like JOB_STATUS_LABELS). The counter takes
- * them in when it is read (its `collect`, on every scrape), so a job costs
- * two array increments instead of two prom-client increments, each of which
- * builds its label key string: about 16 % of the bytes a no-op drain's
- * worker allocated (sampling heap profile, 100,000 jobs). What a scrape
- * reports is the same; the counts of every ledger on a registry add up.
- */
-class AttemptCounts {
-  private readonly byType = new Map<string, number[]>();
-
-  of(type: string): number[] {
-    let counts = this.byType.get(type);
-    if (counts === undefined) {
-      counts = JOB_STATUS_LABELS.map(() => 0);
-      this.byType.set(type, counts);
-    }
-    return counts;
-  }
-
-  /** Adds what was counted to `counter` and starts again from zero. */
-  flushInto(counter: Counter<"job_type" | "status">): void {
-    for (const [type, counts] of this.byType) {
-      counts.forEach((count, index) => {
-        if (count === 0) return;
-        counter.inc({ job_type: type, status: JOB_STATUS_LABELS[index] as JobStatusLabel }, count);
-        counts[index] = 0;
-      });
-    }
-  }
-}
-const ATTEMPT_COUNTS = new WeakMap<Registry, Set<AttemptCounts>>();
-const STATUS_INDEX = new Map<JobStatusLabel, number>(JOB_STATUS_LABELS.map((status, index) => [status, index]));
-const STARTED = STATUS_INDEX.get("started") as number;
 
 type MetricClass<M> = new (...args: never[]) => M;
 
@@ -122,8 +87,7 @@ export function createMetrics(options: MetricsOptions): CronledgerMetrics {
   const jobNames = new Set(options.jobNames);
   const jobType = (jobName: string) => (jobNames.has(jobName) ? jobName : OTHER_JOB_TYPE);
 
-  const pendingAttempts = ATTEMPT_COUNTS.get(registry) ?? new Set<AttemptCounts>();
-  ATTEMPT_COUNTS.set(registry, pendingAttempts);
+  const pendingAttempts = attemptCountsOf(registry);
   const attempts = new AttemptCounts();
   pendingAttempts.add(attempts);
   const jobsTotal = shared(registry, "cronledger_jobs_total", Counter, () =>
