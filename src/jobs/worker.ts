@@ -360,12 +360,13 @@ export class Worker {
       for (const job of rows) this.handBack(job);
       return;
     }
-    // Chores start at once, beside whatever fills the slots.
+    // Chores start at once, beside whatever fills the slots; the claim's other rows are held (and heartbeated) first,
+    // since a handler's first steps run inside startJob (the reap chore beats this worker's jobs before it reaps).
+    this.buffer.push(...ordinary);
     for (const job of choreRows) {
       this.chores.add(job.id);
       this.startJob(job);
     }
-    this.buffer.push(...ordinary);
   }
 
   private startJob(job: ClaimedJob): void {
