@@ -64,6 +64,11 @@ export interface CronledgerMetrics {
 /** The sources of each registry: two ledgers sharing a registry add up, their gauges included. */
 const SOURCES = new WeakMap<Registry, Set<MetricsSource>>();
 
+/** One job type's attempt counts since the last scrape and its label set, made once: a label object per observation was garbage. */
+interface JobSeries {
+  readonly counts: number[];
+  readonly labels: { readonly job_type: string };
+}
 
 type MetricClass<M> = new (...args: never[]) => M;
 
@@ -84,12 +89,15 @@ function shared<M>(registry: Registry, name: string, kind: MetricClass<M>, creat
 export function createMetrics(options: MetricsOptions): CronledgerMetrics {
   const registry = options.registry ?? new Registry();
   const registers = [registry];
-  const jobNames = new Set(options.jobNames);
-  const jobType = (jobName: string) => (jobNames.has(jobName) ? jobName : OTHER_JOB_TYPE);
-
   const pendingAttempts = attemptCountsOf(registry);
   const attempts = new AttemptCounts();
   pendingAttempts.add(attempts);
+  // Every registered name has its own series; any other name shares OTHER_JOB_TYPE's.
+  const series = new Map<string, JobSeries>();
+  for (const type of [...options.jobNames, OTHER_JOB_TYPE]) series.set(type, { counts: attempts.of(type), labels: { job_type: type } });
+  const other = series.get(OTHER_JOB_TYPE) as JobSeries;
+  const seriesOf = (jobName: string): JobSeries => series.get(jobName) ?? other;
+  const jobType = (jobName: string) => seriesOf(jobName).labels.job_type;
   const jobsTotal = shared(registry, "cronledger_jobs_total", Counter, () =>
     new Counter({
       name: "cronledger_jobs_total",
@@ -276,16 +284,10 @@ export function createMetrics(options: MetricsOptions): CronledgerMetrics {
     Math.max,
   );
 
-  // Per job name: its attempt counts and its label set, made once (a label object per observation was garbage).
-  const series = new Map<string, { readonly counts: number[]; readonly labels: { readonly job_type: string } }>();
-  for (const type of [...jobNames, OTHER_JOB_TYPE]) series.set(type, { counts: attempts.of(type), labels: { job_type: type } });
-  const other = series.get(OTHER_JOB_TYPE) as { readonly counts: number[]; readonly labels: { readonly job_type: string } };
-  const seriesOf = (jobName: string) => series.get(jobName) ?? other;
-
-  for (const type of [...jobNames, OTHER_JOB_TYPE]) {
-    for (const status of JOB_STATUS_LABELS) jobsTotal.inc({ job_type: type, status }, 0);
-    failuresTotal.inc({ job_type: type }, 0);
-    jobDuration.zero({ job_type: type });
+  for (const { labels } of series.values()) {
+    for (const status of JOB_STATUS_LABELS) jobsTotal.inc({ ...labels, status }, 0);
+    failuresTotal.inc(labels, 0);
+    jobDuration.zero(labels);
   }
   for (const outcome of REAP_OUTCOMES) reapedTotal.inc({ outcome }, 0);
   for (const outcome of SLOT_OUTCOME_LABELS) slotsTotal.inc({ outcome }, 0);
@@ -320,10 +322,10 @@ export function createMetrics(options: MetricsOptions): CronledgerMetrics {
     jobsReaped({ requeued, failed, failedByJob }) {
       if (requeued > 0) reapedTotal.inc({ outcome: "requeued" }, requeued);
       if (failed > 0) reapedTotal.inc({ outcome: "failed" }, failed);
-      for (const [jobName, count] of Object.entries(failedByJob)) failuresTotal.inc({ job_type: jobType(jobName) }, count);
+      for (const [jobName, count] of Object.entries(failedByJob)) failuresTotal.inc(seriesOf(jobName).labels, count);
     },
     jobsFailedUnregistered({ failedByJob }) {
-      for (const [jobName, count] of Object.entries(failedByJob)) failuresTotal.inc({ job_type: jobType(jobName) }, count);
+      for (const [jobName, count] of Object.entries(failedByJob)) failuresTotal.inc(seriesOf(jobName).labels, count);
     },
     pruned({ table, rows }) {
       if (rows > 0) pruneRows.inc({ table }, rows);
