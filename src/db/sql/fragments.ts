@@ -1,4 +1,4 @@
-import { is, Placeholder, sql, type Param, type SQL, type SQLWrapper } from "drizzle-orm";
+import { is, Placeholder, SQL, sql, StringChunk, type Param, type SQLWrapper } from "drizzle-orm";
 import { PgDialect, type AnyPgColumn } from "drizzle-orm/pg-core";
 import { prepareText } from "../prepared.js";
 
@@ -91,9 +91,11 @@ export function reusable<N extends string>(
       if (options.prepared === true) prepareText(query.sql);
     }
     const { text, slots } = cached;
-    const chunks: SQL[] = [sql.raw(text[0] ?? "")];
-    slots.forEach((slot, index) => chunks.push(sql`${slotParam("name" in slot ? values[slot.name] : slot.constant)}`, sql.raw(text[index + 1] ?? "")));
-    return sql.join(chunks);
+    // One flat list of text and parameters: drizzle renders it in half the time of the same pieces each wrapped in
+    // an SQL of its own (25 against 55 µs for the enqueue's 11 parameters; most of it is drizzle's `is` checks).
+    const chunks: (StringChunk | Param)[] = [new StringChunk(text[0] ?? "")];
+    slots.forEach((slot, index) => chunks.push(slotParam("name" in slot ? values[slot.name] : slot.constant), new StringChunk(text[index + 1] ?? "")));
+    return new SQL(chunks);
   };
 }
 
