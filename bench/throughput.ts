@@ -24,6 +24,7 @@ import {
 import { nowMs, sleep, SYSTEMS, type Endpoint, type Producer, type SystemKey } from "./systems.js";
 
 const WORKER = fileURLToPath(new URL("./worker-process.ts", import.meta.url));
+const CEILING = fileURLToPath(new URL("./timer-ceiling.ts", import.meta.url));
 
 /** Every size and count can be set from the environment; the defaults are the documented run. */
 const SETTINGS = {
@@ -194,6 +195,29 @@ async function spawnFleet(system: SystemKey, endpoint: Endpoint, section: Sectio
   };
 }
 
+/**
+ * The drain of an I/O section's jobs with no queue: the same processes and slots only awaiting the same
+ * delay (bench/timer-ceiling.ts). What the systems reach is read against it: no queue can beat it.
+ */
+async function timerCeiling(section: Section): Promise<number> {
+  const share = Math.ceil(section.jobs / section.processes);
+  const children = Array.from({ length: section.processes }, () =>
+    spawn(process.execPath, ["--import", "tsx", CEILING], {
+      env: { ...process.env, BENCH_CONCURRENCY: String(section.concurrency), BENCH_IO_MS: String(section.ioMs), BENCH_JOBS: String(share) },
+      stdio: ["pipe", "pipe", "inherit"],
+    }),
+  );
+  const lines = children.map((child) => createInterface({ input: child.stdout! }));
+  const ready = lines.map((reader) => new Promise<void>((resolve) => reader.once("line", () => resolve())));
+  await Promise.all(ready);
+  const elapsed = lines.map(
+    (reader) => new Promise<number>((resolve) => reader.on("line", (line) => line.startsWith("elapsed ") && resolve(Number(line.slice(8))))),
+  );
+  children.forEach((child) => child.stdin?.write("go\n"));
+  const slowest = Math.max(...(await Promise.all(elapsed)));
+  return (share * section.processes) / (slowest / 1000);
+}
+
 // ---- one run ------------------------------------------------------------------------------------
 
 async function timedEnqueue(producer: Producer, jobs: number): Promise<number> {
@@ -300,13 +324,15 @@ async function tickerLatency(): Promise<{ p50: number; p99: number; slots: numbe
 // ---- tables -------------------------------------------------------------------------------------
 
 type Results = Map<string, Map<SystemKey, Run[]>>;
+/** Per I/O section, the no-queue drain of each round (timerCeiling). */
+type Ceilings = Map<string, number[]>;
 
 function figure(results: Results, section: string, system: SystemKey, pick: (run: Run) => number): Spread | undefined {
   const runs = results.get(section)?.get(system);
   return runs === undefined ? undefined : spread(runs.map(pick));
 }
 
-function sectionTable(results: Results, section: Section, systems: readonly SystemKey[]): string {
+function sectionTable(results: Results, section: Section, systems: readonly SystemKey[], ceiling: readonly number[] | undefined): string {
   const rows: [string, (run: Run) => number, number][] = [
     [`enqueue jobs/s (bulk calls of ${formatNumber(ENQUEUE_CHUNK)})`, (run) => run.enqueuePerSecond, 0],
     ["drain jobs/s", (run) => run.drainPerSecond, 0],
@@ -315,9 +341,12 @@ function sectionTable(results: Results, section: Section, systems: readonly Syst
     const label = section.latency === "idle" ? "enqueue-to-start, idle workers" : `enqueue-to-start at ${formatNumber(SETTINGS.ioRate)} jobs/s arriving`;
     rows.push([`${label}, p50 ms`, (run) => run.p50Ms, 1], [`${label}, p99 ms`, (run) => run.p99Ms, 1]);
   }
+  // The no-queue ceiling has a drain only: the same slots awaiting the same delay, nothing enqueued.
+  const ceilingColumn = ceiling === undefined ? [] : ["no queue: the awaits alone"];
+  const ceilingCell = (label: string) => (ceiling === undefined ? [] : [label === "drain jobs/s" ? formatSpread(spread(ceiling), 0) : "n/a"]);
   return markdownTable(
-    ["metric", ...systems.map((system) => SYSTEMS[system].label)],
-    rows.map(([label, pick, digits]) => [label, ...systems.map((system) => formatSpread(figure(results, section.key, system, pick), digits))]),
+    ["metric", ...systems.map((system) => SYSTEMS[system].label), ...ceilingColumn],
+    rows.map(([label, pick, digits]) => [label, ...systems.map((system) => formatSpread(figure(results, section.key, system, pick), digits)), ...ceilingCell(label)]),
   );
 }
 
@@ -341,8 +370,12 @@ function ratioTarget(label: string, a: Spread | undefined, b: Spread | undefined
   };
 }
 
-function targetsTable(results: Results): string {
+function targetsTable(results: Results, ceilings: Ceilings): string {
   const drain = (section: string, system: SystemKey) => figure(results, section, system, (run) => run.drainPerSecond);
+  const ceiling = (section: string) => {
+    const rates = ceilings.get(section);
+    return rates === undefined ? undefined : spread(rates);
+  };
   const p50 = figure(results, "single", "cronledger", (run) => run.p50Ms);
   const p99 = figure(results, "single", "cronledger", (run) => run.p99Ms);
   const graphileP99 = figure(results, "single", "graphile", (run) => run.p99Ms);
@@ -354,6 +387,10 @@ function targetsTable(results: Results): string {
     ratioTarget("drain, four processes: cronledger / raw SQL limit (no target)", drain("multi", "cronledger"), drain("multi", "raw"), 0, true),
     ratioTarget("drain of I/O-shaped jobs, one process: cronledger / graphile-worker", drain("io1", "cronledger"), drain("io1", "graphile"), 1.3),
     ratioTarget("drain of I/O-shaped jobs, four processes: cronledger / graphile-worker", drain("io4", "cronledger"), drain("io4", "graphile"), 1.3),
+    ratioTarget("drain of I/O-shaped jobs, one process: cronledger / no-queue ceiling (no target)", drain("io1", "cronledger"), ceiling("io1"), 0, true),
+    ratioTarget("drain of I/O-shaped jobs, one process: graphile-worker / no-queue ceiling (no target)", drain("io1", "graphile"), ceiling("io1"), 0, true),
+    ratioTarget("drain of I/O-shaped jobs, four processes: cronledger / no-queue ceiling (no target)", drain("io4", "cronledger"), ceiling("io4"), 0, true),
+    ratioTarget("drain of I/O-shaped jobs, four processes: graphile-worker / no-queue ceiling (no target)", drain("io4", "graphile"), ceiling("io4"), 0, true),
     ratioTarget("drain through PgBouncer / direct, one process", drain("single", "cronledger-pgbouncer"), drain("single", "cronledger"), 0.8, true),
     ratioTarget("drain through PgBouncer / direct, four processes", drain("multi", "cronledger-pgbouncer"), drain("multi", "cronledger"), 0.8, true),
     p50 === undefined
@@ -395,6 +432,7 @@ export async function runThroughputBench(): Promise<Results> {
   const needsBouncer = sections.some((section) => section.systems.includes("cronledger-pgbouncer"));
   const pgbouncer = needsBouncer ? await startPgBouncer(BENCH_SERVER, { poolSize: SETTINGS.pgbouncerPool, log: (line) => console.log(line) }) : undefined;
   const results: Results = new Map();
+  const ceilings: Ceilings = new Map();
   try {
     for (let round = 0; round < SETTINGS.rounds; round += 1) {
       for (const section of sections) {
@@ -410,6 +448,11 @@ export async function runThroughputBench(): Promise<Results> {
               `(${((performance.now() - started) / 1000).toFixed(1)} s)`,
           );
         }
+        if (section.ioMs > 0 && section.systems.length > 0) {
+          const rate = await timerCeiling(section);
+          ceilings.set(section.key, [...(ceilings.get(section.key) ?? []), rate]);
+          console.log(`round ${round + 1}/${SETTINGS.rounds} ${section.key} no queue (the awaits alone): drain ${formatNumber(rate)} jobs/s`);
+        }
       }
     }
   } finally {
@@ -417,9 +460,9 @@ export async function runThroughputBench(): Promise<Results> {
   }
   const rounds = `${SETTINGS.rounds} round${SETTINGS.rounds === 1 ? "" : "s"}`;
   for (const section of sections) {
-    if (section.systems.length > 0) printSection(`${section.title} (median (min–max) of ${rounds})`, sectionTable(results, section, section.systems));
+    if (section.systems.length > 0) printSection(`${section.title} (median (min–max) of ${rounds})`, sectionTable(results, section, section.systems, ceilings.get(section.key)));
   }
-  printSection(`Targets (medians of ${rounds})`, targetsTable(results));
+  printSection(`Targets (medians of ${rounds})`, targetsTable(results, ceilings));
   if (wantedSections.includes("ticker")) {
     const ticker = await tickerLatency();
     printSection(
