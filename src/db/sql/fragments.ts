@@ -1,4 +1,4 @@
-import { is, Placeholder, SQL, sql, StringChunk, type Param, type SQLWrapper } from "drizzle-orm";
+import { is, Placeholder, SQL, sql, StringChunk, type BuildQueryConfig, type Param, type Query, type QueryWithTypings, type SQLWrapper } from "drizzle-orm";
 import { PgDialect, type AnyPgColumn } from "drizzle-orm/pg-core";
 import { prepareText } from "../prepared.js";
 
@@ -43,10 +43,15 @@ export function name(column: AnyPgColumn): SQL {
  * whose transaction `enqueue(..., { db: tx })` runs, may have either setting.
  */
 export function arrayLiteral(values: readonly (string | number | null | undefined)[]): Param {
+  return sql.param(arrayLiteralText(values));
+}
+
+/** The text of arrayLiteral's parameter. */
+function arrayLiteralText(values: readonly (string | number | null | undefined)[]): string {
   const elements = values.map((value) =>
     value === null || value === undefined ? "NULL" : typeof value === "number" ? String(value) : `"${value.replace(/[\\"]/g, "\\$&")}"`,
   );
-  return sql.param(`{${elements.join(",")}}`);
+  return `{${elements.join(",")}}`;
 }
 
 /** A JavaScript array as one parameter, cast to `type[]`: a constant parameter count whatever its length. */
@@ -56,9 +61,41 @@ export function array(values: readonly (string | number | null)[], type: "text" 
 
 const dialect = new PgDialect();
 
-/** A reusable statement's value as its parameter; an array as an array literal (see arrayLiteral). */
-function slotParam(value: unknown): Param {
-  return Array.isArray(value) ? arrayLiteral(value as (string | number | null)[]) : sql.param(value);
+/** A reusable statement's value as the driver gets it; an array as an array literal (see arrayLiteral). */
+function paramValue(value: unknown): unknown {
+  return Array.isArray(value) ? arrayLiteralText(value as (string | number | null)[]) : value;
+}
+
+/**
+ * A reusable statement as drizzle executes it: its text and parameters are
+ * given as they are, not rendered again from pieces. drizzle's `execute()`
+ * asks an SQL for its query (`toQuery`), and rendering the pieces cost the
+ * enqueue 25 µs and 7-8 kB of its 33 kB a call (a loop of single enqueues:
+ * drizzle's render and its `is` checks were 17 % of the caller's CPU, and
+ * the text it built anew was hashed again to find it prepared). Whatever
+ * reads the pieces instead (this SQL inside another) gets them, built then,
+ * so it renders the same text either way.
+ */
+class ReusableSQL extends SQL {
+  constructor(
+    private readonly query: Query,
+    pieces: () => (StringChunk | Param)[],
+  ) {
+    super([]);
+    Object.defineProperty(this, "queryChunks", { get: pieces, configurable: true, enumerable: true });
+  }
+
+  /** Values written into the text (`.inlineParams()`, or a config asking for it) are drizzle's to render. */
+  private inline = false;
+
+  override inlineParams(): this {
+    this.inline = true;
+    return super.inlineParams();
+  }
+
+  override toQuery(config: BuildQueryConfig): QueryWithTypings {
+    return config.inlineParams === true || this.inline ? super.toQuery(config) : { sql: this.query.sql, params: [...this.query.params] };
+  }
 }
 
 /**
@@ -66,36 +103,40 @@ function slotParam(value: unknown): Param {
  * schema objects as a drizzle template, such a statement costs 0.1-0.7 ms of
  * the worker's CPU to render on every call (a completion's: 650 µs, most of
  * a small batch's cost on the worker's side); here `build` runs once, with
- * named slots (`value("ids")`) where the values go, and every call splices
- * its values into the cached text as parameters. Each distinct shape of a
- * statement (a clause present or not) is its own cached statement. With
- * `prepared`, cronledger's own pool sends it as a named prepared statement
- * (src/db/prepared.ts): only for statements whose plan does not depend on
- * their values' sizes (PostgreSQL may switch a named statement to a generic
- * plan after five executions, which for the scheduler's pass, planned for
- * arrays of unknown length, is many times slower).
+ * named slots (`value("ids")`) where the values go, and every call pairs
+ * the cached text with its values as parameters (ReusableSQL). Each
+ * distinct shape of a statement (a clause present or not) is its own cached
+ * statement. With `prepared`, cronledger's own pool sends it as a named
+ * prepared statement (src/db/prepared.ts): only for statements whose plan
+ * does not depend on their values' sizes (PostgreSQL may switch a named
+ * statement to a generic plan after five executions, which for the
+ * scheduler's pass, planned for arrays of unknown length, is many times
+ * slower).
  */
 export function reusable<N extends string>(
   build: (value: (name: N) => SQL) => SQL,
   options: { readonly prepared?: boolean } = {},
 ): (values: Readonly<Record<N, unknown>>) => SQL {
-  let cached: { readonly text: readonly string[]; readonly slots: readonly ({ readonly name: N } | { readonly constant: unknown })[] } | undefined;
+  let cached:
+    | { readonly sql: string; readonly pieces: readonly string[]; readonly slots: readonly ({ readonly name: N } | { readonly constant: unknown })[] }
+    | undefined;
   return (values) => {
     if (cached === undefined) {
       const query = dialect.sqlToQuery(build((slot) => sql`${sql.placeholder(slot)}`));
       // drizzle numbers parameters in order of appearance, so the text between $1, $2, ... is in order too.
-      const text = query.sql.split(/\$\d+/);
-      if (text.length !== query.params.length + 1) throw new Error("cronledger: a reusable statement's text holds a $ that is not a parameter");
+      const pieces = query.sql.split(/\$\d+/);
+      if (pieces.length !== query.params.length + 1) throw new Error("cronledger: a reusable statement's text holds a $ that is not a parameter");
       const slots = query.params.map((param) => (is(param, Placeholder) ? { name: param.name as N } : { constant: param }));
-      cached = { text, slots };
+      cached = { sql: query.sql, pieces, slots };
       if (options.prepared === true) prepareText(query.sql);
     }
-    const { text, slots } = cached;
-    // One flat list of text and parameters: drizzle renders it in half the time of the same pieces each wrapped in
-    // an SQL of its own (25 against 55 µs for the enqueue's 11 parameters; most of it is drizzle's `is` checks).
-    const chunks: (StringChunk | Param)[] = [new StringChunk(text[0] ?? "")];
-    slots.forEach((slot, index) => chunks.push(slotParam("name" in slot ? values[slot.name] : slot.constant), new StringChunk(text[index + 1] ?? "")));
-    return new SQL(chunks);
+    const { pieces, slots } = cached;
+    const params = slots.map((slot) => paramValue("name" in slot ? values[slot.name] : slot.constant));
+    return new ReusableSQL({ sql: cached.sql, params }, () => {
+      const chunks: (StringChunk | Param)[] = [new StringChunk(pieces[0] ?? "")];
+      params.forEach((param, index) => chunks.push(sql.param(param), new StringChunk(pieces[index + 1] ?? "")));
+      return chunks;
+    });
   };
 }
 
