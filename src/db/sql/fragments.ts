@@ -94,7 +94,8 @@ class ReusableSQL extends SQL {
   }
 
   override toQuery(config: BuildQueryConfig): QueryWithTypings {
-    return config.inlineParams === true || this.inline ? super.toQuery(config) : { sql: this.query.sql, params: [...this.query.params] };
+    // The parameters are this call's own array (reusable builds one per call), so no copy is made.
+    return config.inlineParams === true || this.inline ? super.toQuery(config) : this.query;
   }
 }
 
