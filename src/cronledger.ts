@@ -323,10 +323,18 @@ export class Cronledger {
    */
   async work(options: WorkOptions = {}): Promise<WorkSummary> {
     const resolved = resolveWorkOptions(options);
-    await this.ensureSchema();
     const worker = this.createWorker(resolved, this.options.chores.when === "always");
+    // Known to stop() from here on: a stop() during the schema check ends this call too.
     this.workers.add(worker);
     try {
+      // Its LISTEN connection opens while the schema is checked (src/jobs/worker.ts, listen()).
+      void worker.listen();
+      try {
+        await this.ensureSchema();
+      } catch (error) {
+        await worker.release();
+        throw error;
+      }
       return await worker.run();
     } finally {
       this.workers.delete(worker);
@@ -341,7 +349,6 @@ export class Cronledger {
   async start(options: StartOptions = {}): Promise<void> {
     if (this.supervisor) throw new InvalidArgumentError("start() was already called on this Cronledger; call stop() first.");
     const resolved = resolveStartOptions(options);
-    await this.ensureSchema();
     const chores = this.scheduler.choreEntries.length > 0;
     const supervisor = new Supervisor(
       {
@@ -354,6 +361,14 @@ export class Cronledger {
       resolved,
     );
     // Throws before anything runs when the first worker cannot be made; only a started supervisor is kept.
+    // The first worker's LISTEN connection opens while the schema is checked.
+    supervisor.prepare();
+    try {
+      await this.ensureSchema();
+    } catch (error) {
+      await supervisor.abandon();
+      throw error;
+    }
     supervisor.start();
     this.supervisor = supervisor;
     // The schedule this process runs is reported while it runs, so no other version's prune chore deletes its rows.

@@ -127,12 +127,15 @@ export class Worker {
   private more = true;
   private stopping = false;
   private started = false;
+  /** Registered and listening: claims may go out. */
+  private claiming = false;
   private ended = false;
   private claimRetryTimer: NodeJS.Timeout | undefined;
   private pollTimer: NodeJS.Timeout | undefined;
   private readonly retryWakes = new RetryWakes(() => this.wake());
   private unlisten: (() => Promise<void>) | undefined;
   private unlistenStops: (() => Promise<void>) | undefined;
+  private listening: Promise<void> | undefined;
   /** Running jobs an operator asked to stop (src/jobs/stops.ts). */
   private readonly stops: StopRequests;
   private readonly drained = deferred();
@@ -188,36 +191,69 @@ export class Worker {
   async run(): Promise<WorkSummary> {
     if (this.started) throw new InvalidArgumentError("A worker runs once; create another for a new run.");
     this.started = true;
-    if (!this.settings.once) {
-      try {
-        this.unlisten = await this.deps.store.listen((queue) => {
-          if (queue === this.settings.chores?.queue) this.choresWanted = true;
-          if (this.queues.includes(queue)) this.wake();
-        });
-      } catch (error) {
-        logFailure(this.log, "warn", "LISTEN failed; relying on polling until the next start", {}, error);
+    // Stopped before it ran (a stop() during work()'s schema check): nothing to start.
+    if (this.stopPromise) return this.stopPromise;
+    // LISTEN before the first claim, so no NOTIFY falls between them; the registration (its names and
+    // queues; later beats keep the row fresh) goes out beside the LISTENs. Until both are done, a NOTIFY
+    // claims nothing (pump() waits for `claiming`).
+    await Promise.all([this.listen(), this.heartbeats.beatNow()]);
+    if (!this.stopping) {
+      if (!this.settings.once) {
+        this.pollTimer = setInterval(() => {
+          this.choresWanted = true;
+          this.wake();
+        }, this.settings.pollMs);
       }
-      try {
-        // A stop request for a job this worker runs: beat now, which brings the request (who, why) with it.
-        this.unlistenStops = await this.deps.store.listenForStops((jobId) => {
-          if (this.active.has(jobId)) void this.heartbeats.beatNow();
-        });
-      } catch (error) {
-        logFailure(this.log, "warn", "LISTEN for stop requests failed; running jobs asked to stop learn it at their heartbeat (lease/3)", {}, error);
-      }
-      this.pollTimer = setInterval(() => {
-        this.choresWanted = true;
-        this.wake();
-      }, this.settings.pollMs);
+      this.heartbeats.start();
+      this.claiming = true;
+      this.pump();
     }
-    // Registers this worker (its names and queues) before its first claim; later beats keep the row fresh.
-    await this.heartbeats.beatNow();
-    this.heartbeats.start();
-    this.pump();
     await this.drained.promise;
     if (this.stopPromise) return this.stopPromise;
     await this.unregister();
     return this.finish();
+  }
+
+  /**
+   * Opens this worker's LISTENs (new jobs, stop requests), once; run()
+   * awaits them before its first claim. A caller may begin it early, so the
+   * LISTEN connection opens while the schema is checked. Never rejects: a
+   * LISTEN that fails is logged and the worker relies on polling.
+   */
+  listen(): Promise<void> {
+    this.listening ??= this.settings.once ? Promise.resolve() : this.openListeners();
+    return this.listening;
+  }
+
+  private async openListeners(): Promise<void> {
+    const [jobs, stops] = await Promise.allSettled([
+      this.deps.store.listen((queue) => {
+        if (queue === this.settings.chores?.queue) this.choresWanted = true;
+        if (this.queues.includes(queue)) this.wake();
+      }),
+      // A stop request for a job this worker runs: beat now, which brings the request (who, why) with it.
+      this.deps.store.listenForStops((jobId) => {
+        if (this.active.has(jobId)) void this.heartbeats.beatNow();
+      }),
+    ]);
+    if (jobs.status === "fulfilled") this.unlisten = jobs.value;
+    else logFailure(this.log, "warn", "LISTEN failed; relying on polling until the next start", {}, jobs.reason);
+    if (stops.status === "fulfilled") this.unlistenStops = stops.value;
+    else logFailure(this.log, "warn", "LISTEN for stop requests failed; running jobs asked to stop learn it at their heartbeat (lease/3)", {}, stops.reason);
+  }
+
+  /** Closes what listen() opened, for a worker that will not run (its schema check failed). */
+  async release(): Promise<void> {
+    this.started = true;
+    this.ended = true;
+    await this.unlistenAll();
+  }
+
+  private async unlistenAll(): Promise<void> {
+    await this.listening;
+    const unlisten = [this.unlisten, this.unlistenStops];
+    this.unlisten = this.unlistenStops = undefined;
+    for (const close of unlisten) await close?.().catch(() => {});
   }
 
   /**
@@ -258,7 +294,7 @@ export class Worker {
 
   /** The event loop of the worker: start what can run, claim when the buffer runs low, finish when drained. */
   private pump(): void {
-    if (this.stopping) return;
+    if (this.stopping || !this.claiming) return;
     // Handlers start synchronously (src/jobs/attempt.ts): one may stop the worker while this loop runs.
     while (!this.stopping && this.active.size - this.chores.size < this.concurrency && this.buffer.length > 0) this.startJob(this.buffer.shift() as ClaimedJob);
     const held = this.active.size - this.chores.size + this.buffer.length;
@@ -491,12 +527,7 @@ export class Worker {
   private async shutdown(gracePeriodMs: number): Promise<WorkSummary> {
     this.stopping = true;
     this.stopTimers();
-    const unlisten = this.unlisten;
-    this.unlisten = undefined;
-    await unlisten?.().catch(() => {});
-    const unlistenStops = this.unlistenStops;
-    this.unlistenStops = undefined;
-    await unlistenStops?.().catch(() => {});
+    await this.unlistenAll();
     for (const job of this.buffer.splice(0)) this.handBack(job);
     await Promise.all(this.claims);
 

@@ -58,6 +58,8 @@ export class Supervisor {
   private readonly options: ResolvedStartOptions;
   private readonly stopping = new AbortController();
   private worker: Worker | undefined;
+  private prepared = false;
+  private first: Worker | undefined;
   private loops: Promise<void>[] = [];
   private stopPromise: Promise<WorkSummary> | undefined;
   private readonly totals: WorkSummary = emptySummary();
@@ -69,9 +71,28 @@ export class Supervisor {
     this.options = options;
   }
 
+  /**
+   * Makes the first worker and begins opening its LISTEN connection, so
+   * that it opens while start() checks the schema. Made before the ticker
+   * starts: a worker that cannot be made throws here, before anything is written.
+   */
+  prepare(): void {
+    if (this.prepared) return;
+    this.prepared = true;
+    this.first = this.options.workers ? this.host.createWorker(this.options) : undefined;
+    void this.first?.listen();
+  }
+
+  /** A prepared supervisor that will not start (the schema check failed): closes the first worker's LISTEN. */
+  async abandon(): Promise<void> {
+    await this.first?.release();
+    this.first = undefined;
+  }
+
   start(): void {
-    // Made before the ticker starts: a worker that cannot be made throws here, before anything is written.
-    const first = this.options.workers ? this.host.createWorker(this.options) : undefined;
+    this.prepare();
+    const first = this.first;
+    this.first = undefined;
     if (this.options.ticker) this.loops.push(this.runTicker());
     if (first) this.loops.push(this.runWorkers(first));
     if (this.options.handleSignals) {
