@@ -102,6 +102,8 @@ export function resolveSchedule(
   const seen = new Map<string, { index: number; timezone: string }>();
   const parsedCrons = new Map<string, ParsedCron>();
   const calendars = new Map<string, SlotCalendar>();
+  // Entries of a large schedule often carry the same payload: one string for each distinct JSON, not one per entry.
+  const payloadJsons = new Map<string, string>();
 
   entries.forEach((raw, index) => {
     const jobName = jobNameOf(raw);
@@ -159,7 +161,8 @@ export function resolveSchedule(
         report("invalid_payload", `payload does not match job "${name}"'s schema: ${payload.issues.join("; ")}.`);
         broken = true;
       } else {
-        payloadJson = payload.json;
+        payloadJson = payloadJsons.get(payload.json) ?? payload.json;
+        payloadJsons.set(payloadJson, payloadJson);
       }
     }
 
