@@ -70,12 +70,13 @@ const cronledger: Subject = {
     return {
       insert: async (count) => void (await insertJobs(db, Array.from({ length: count }, () => noopRow))),
       claim: async (limit) => (await claimJobs(db, { workerId: "bench", queues: ["default"], jobNames: ["bench.noop"], limit })).map((job) => job.id),
-      finish: (ids) =>
-        completeJobs(
+      // Every claimed job is on its first attempt here.
+      finish: async (ids) =>
+        void (await completeJobs(
           db,
           "bench",
-          ids.map((id) => ({ id, status: "succeeded", outcome: null, error: null, delayMs: 0, returned: false })),
-        ),
+          ids.map((id) => ({ id, attempt: 1, status: "succeeded", outcome: null, error: null, delayMs: 0, returned: false })),
+        )),
       close: () => ledger.close(),
     };
   },

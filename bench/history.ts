@@ -56,7 +56,7 @@ export async function generateHistory(url: string, shape: HistoryShape): Promise
             case when g % ${shape.failedEvery ?? 50} = 1 then 'failed' else 'succeeded' end as status, null::text as outcome,
             t as run_at, 1 as attempts, 'bench:1:history' as locked_by,
             case when g % ${shape.failedEvery ?? 50} = 1 then 'Error: downstream said no' end as last_error,
-            t as started_at, t + interval '3 milliseconds' as finished_at
+            t as started_at, t + interval '3 milliseconds' as finished_at, null::jsonb as trace_context
           from generate_series(1, ${shape.rows}) as g
           cross join lateral (select to_timestamp(${first / 1000}::float8 + g * ${shape.spacingMs / 1000}::float8) as t) as x
           left join lateral (select ${JSON.stringify(keys)}::jsonb ->> ((g / greatest(${scheduledEvery}, 1)) % greatest(${keys.length}, 1))::int as key) as k on true

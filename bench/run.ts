@@ -8,6 +8,7 @@ import { runStatusBench } from "./status.js";
 import { machineLine } from "./support.js";
 import { runThroughputBench } from "./throughput.js";
 import { runTickBench } from "./tick.js";
+import { runDynamicBench } from "./dynamic.js";
 
 console.log(await machineLine("before"));
 const started = performance.now();
@@ -17,4 +18,5 @@ await runDrainCostBench();
 await runEnqueueTxBench();
 await runStartupBench();
 await runStatusBench();
+await runDynamicBench();
 console.log(`\n${await machineLine("after")}; the bench took ${((performance.now() - started) / 60_000).toFixed(1)} min`);

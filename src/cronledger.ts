@@ -9,7 +9,7 @@ import { DatabaseHealth } from "./db/health.js";
 import { migrateDatabase } from "./db/migrate.js";
 import type { Executor } from "./db/executor.js";
 import { ensureSchema } from "./db/schema-check.js";
-import { InvalidArgumentError } from "./errors.js";
+import { EntryNotFoundError, InvalidArgumentError } from "./errors.js";
 import { combineHooks, type CronledgerEvents, type TickReport } from "./events.js";
 import type { JobDefinition } from "./jobs/define-job.js";
 import type { EnqueuedJob, EnqueueRequest, JobReference } from "./jobs/define-job.js";
@@ -33,12 +33,14 @@ import { Supervisor } from "./runtime/supervisor.js";
 import { findEntry } from "./schedule/find-entry.js";
 import { loadEntries, Scheduler } from "./schedule/scheduler.js";
 import { readDeployPlan, type DeployPlan } from "./schedule/deploy-plan.js";
-import type { TickOptions } from "./schedule/pass.js";
+import { entryJob, type TickOptions } from "./schedule/pass.js";
+import { Schedules } from "./schedule/schedules.js";
 import type { BackfillOptions, BackfillResult } from "./schedule/backfill.js";
 import type { ResolvedEntry } from "./schedule/validate.js";
 import type { ScheduleProblem } from "./errors.js";
 import { buildStatus, type SchedulerStatus, type StatusOptions } from "./status/model.js";
 import { EntryProblemTracker } from "./status/problems.js";
+import { openTelemetryTracing } from "./open-telemetry.js";
 
 export type { CronledgerOptions } from "./options.js";
 export type { EntryStatus, SchedulerStatus } from "./status/model.js";
@@ -65,6 +67,8 @@ export class Cronledger {
   readonly metrics: CronledgerMetrics | null;
   readonly leaseMs: number;
   readonly scheduler: Scheduler;
+  /** Schedules as data: the entries the application creates, changes and removes at runtime (src/schedule/schedules.ts). */
+  readonly schedules: Schedules;
   /** Whether the database is reachable, as this process's ticks, claims and heartbeats find out; an outage is logged once. */
   readonly health: DatabaseHealth;
   /** Entries whose ledger value recent ticks of this process repaired: the status warns about them (quarantines come from the ledger). */
@@ -113,7 +117,10 @@ export class Cronledger {
             waitingForWorker: async () =>
               (await this.operations.waitingForWorker()).map((row) => ({ jobName: row.jobName, count: row.count, waitedSeconds: row.waitedMs / 1000 })),
           });
-    const hooks = [...this.options.hooks, this.entryProblems.hooks, ...(this.metrics ? [this.metrics.hooks] : [])];
+    // Only with the `tracing` option is @opentelemetry/api loaded (src/open-telemetry.ts); its spans come from listeners and three calls of the data path.
+    const traces = this.options.tracing === undefined ? undefined : openTelemetryTracing(this.options.tracing);
+    const tracing = traces?.tracing;
+    const hooks = [...this.options.hooks, this.entryProblems.hooks, ...(this.metrics ? [this.metrics.hooks] : []), ...(traces ? [traces.hooks] : [])];
     this.events = combineHooks(hooks, (error) => this.logger.error("a cronledger hook threw", { error: String(error) }));
     const setting = this.options.database;
     this.ownsDatabase = !isDatabase(setting);
@@ -121,13 +128,23 @@ export class Cronledger {
     this.logger.info(`using ${this.database.label}`);
     this.health = new DatabaseHealth(this.logger, this.database.label);
     const parts = { database: this.database, logger: this.logger, events: this.events };
-    this.scheduler = new Scheduler({ ...parts, namespace, schedule, passTimeoutMs: this.options.passTimeoutMs });
-    this.enqueuer = new JobEnqueuer({ database: this.database, jobs: this.jobs, maxPayloadBytes: this.options.maxPayloadBytes });
-    this.operations = new Operations({ ...parts, namespace, jobs: this.jobs, leaseMs: this.leaseMs, retention: chores.retention, stopGraceMs: this.options.stopGraceMs });
+    this.scheduler = new Scheduler({ ...parts, namespace, schedule, passTimeoutMs: this.options.passTimeoutMs, tracing });
+    this.enqueuer = new JobEnqueuer({ database: this.database, jobs: this.jobs, maxPayloadBytes: this.options.maxPayloadBytes, tracing });
+    this.schedules = new Schedules({
+      database: this.database,
+      namespace,
+      jobs: [...this.jobs.values()],
+      staticEntries: [...schedule.entries, ...schedule.choreEntries],
+      maxPayloadBytes: this.options.maxPayloadBytes,
+      catchUpWindowMs: this.options.catchUpWindowMs,
+      overlap: this.options.overlap,
+      ready: (executor) => this.ensureSchema(executor),
+    });
+    this.operations = new Operations({ ...parts, namespace, jobs: this.jobs, leaseMs: this.leaseMs, retention: chores.retention, stopGraceMs: this.options.stopGraceMs, tracing });
     // A scheduled job's ctx.schedule names its entry: the loaded entry behind its ledger key.
     const byKey = new Map([...schedule.entries, ...schedule.choreEntries].map((entry) => [entry.ledgerKey, entry]));
     const attempts = { logger: this.logger, enqueuer: this.enqueuer, entryOf: (key: string) => byKey.get(key) };
-    this.workerParts = { store: workerStore(this.database), jobs: this.jobs, attempts, logger: this.logger, events: this.events, health: this.health };
+    this.workerParts = { store: workerStore(this.database), jobs: this.jobs, attempts, logger: this.logger, events: this.events, health: this.health, tracing };
     this.unobserve = this.metrics?.observe({
       status: () => this.status(),
       readyJobs: (queues, cap) => this.operations.readyStats(queues, cap),
@@ -243,7 +260,25 @@ export class Cronledger {
    * more than BACKFILL_CAP needs `force`. See docs/operations.md.
    */
   async backfill(entry: string, options: BackfillOptions): Promise<BackfillResult> {
-    return this.scheduler.backfill(entry, options);
+    return this.scheduler.backfill(await this.entryNamed(entry), options);
+  }
+
+  /**
+   * The entry an operator names: one of this process's schedule
+   * (src/schedule/find-entry.ts), else a dynamic entry by its key or ledger
+   * key (`ledger.schedules`), read from the database; the static schedule's
+   * did-you-mean otherwise.
+   */
+  private async entryNamed(name: string): Promise<ResolvedEntry> {
+    try {
+      return findEntry(this.entries, name);
+    } catch (error) {
+      if (!(error instanceof EntryNotFoundError)) throw error;
+      await this.ensureSchema();
+      const dynamic = await this.schedules.resolved(name);
+      if (dynamic === undefined) throw error;
+      return dynamic;
+    }
   }
 
   /**
@@ -255,15 +290,13 @@ export class Cronledger {
    * EntryNotFoundError with a did-you-mean.
    */
   async pause(entry: string, options: { note?: string | null; by?: string } = {}): Promise<EntryPauseResult> {
-    const found = findEntry(this.entries, entry);
-    await this.ensureSchema();
+    const found = await this.entryNamed(entry);
     return this.operations.pause({ identity: found.identity, key: found.ledgerKey, jobName: found.jobName }, options.by ?? "api", options.note ?? null);
   }
 
   /** Resumes a paused entry: the next slot fires as usual, never a burst of the paused ones. */
   async resume(entry: string, options: { by?: string } = {}): Promise<EntryPauseResult> {
-    const found = findEntry(this.entries, entry);
-    await this.ensureSchema();
+    const found = await this.entryNamed(entry);
     return this.operations.resume({ identity: found.identity, key: found.ledgerKey, jobName: found.jobName }, options.by ?? "api");
   }
 
@@ -291,7 +324,7 @@ export class Cronledger {
    * call's job (default: a fresh id, so every call runs).
    */
   async trigger(entry: string, options: { by?: string; requestId?: string } = {}): Promise<TriggeredRun> {
-    const found = findEntry(this.entries, entry);
+    const found = await this.entryNamed(entry);
     const by = options.by ?? "api";
     const requestId = options.requestId ?? randomUUID();
     const idempotencyKey = triggerIdempotencyKey(requestId, by, found.ledgerKey);
@@ -299,16 +332,7 @@ export class Cronledger {
     return this.operations.trigger(
       { identity: found.identity, key: found.ledgerKey, jobName: found.jobName },
       { requestId, by },
-      {
-        key: found.ledgerKey,
-        jobName: found.jobName,
-        queue: found.queue,
-        payloadJson: found.payloadJson,
-        priority: found.priority,
-        maxAttempts: found.job.retry.maxAttempts,
-        overlap: found.overlap,
-        idempotencyKey,
-      },
+      { ...entryJob(found), idempotencyKey },
     );
   }
 
@@ -391,13 +415,20 @@ export class Cronledger {
   /**
    * Returns running jobs whose heartbeat is older than the lease to the
    * queue, or fails them when out of attempts. This process's own workers
-   * heartbeat first: whatever held up their timers (a stalled pool, a
-   * blocked event loop), this process never takes back its own live jobs.
+   * heartbeat first and are spared: whatever held up their timers (a stalled
+   * pool, a blocked event loop, a connection lost for longer than the lease),
+   * this process never takes back a job its workers hold, running or
+   * finished with the result not yet written.
    */
   async reap(options: { now?: Date } = {}): Promise<ReapReport> {
     for (const worker of this.created) if (worker.finished) this.created.delete(worker);
     await Promise.all([...this.created].map((worker) => worker.beat()));
-    return this.operations.reap(options.now);
+    // And spares them outright: a beat that failed (the database flapping) must not let this process fail a job it
+    // still runs, or one whose result waits to be written (docs/decisions.md, "A completion is fenced by its claim").
+    return this.operations.reap(
+      options.now,
+      [...this.created].map((worker) => worker.id),
+    );
   }
 
   /**

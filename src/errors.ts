@@ -20,9 +20,11 @@ export type ErrorCode =
   | "invalid_cron"
   | "invalid_timezone"
   | "schedule_invalid"
+  | "schedule_entry_invalid"
   | "tick_failed"
   // Jobs and payloads
   | "job_not_registered"
+  | "chore_failed"
   | "invalid_payload"
   | "payload_too_large"
   | "invalid_stored_input"
@@ -57,7 +59,9 @@ export type DatabaseProblem =
   | "tls_failed"
   | "setting_refused"
   | "too_many_connections"
-  | "server_unavailable";
+  | "server_unavailable"
+  // cronledger's tables (or its schema) are gone from a database that had them: dropped, or the database made again empty
+  | "migration_required";
 
 /** A database failure's cause and its fix (diagnoseDatabaseError in src/db/diagnose.ts). */
 export interface DatabaseDiagnosis {
@@ -92,8 +96,10 @@ export const ERROR_HTTP_STATUS: Readonly<Record<ErrorCode, number>> = {
   invalid_cron: 400,
   invalid_timezone: 400,
   schedule_invalid: 500,
+  schedule_entry_invalid: 400,
   tick_failed: 503,
   job_not_registered: 400,
+  chore_failed: 503,
   invalid_payload: 400,
   payload_too_large: 413,
   invalid_stored_input: 500,
@@ -204,12 +210,15 @@ export interface ScheduleProblem {
     | "invalid_payload"
     | "duplicate_entry"
     | "invalid_jitter"
+    | "invalid_key"
     | "never_matches";
   readonly severity: "error" | "warning";
   /** 0-based position in the schedule array. */
   readonly index: number;
   readonly jobName?: string;
   readonly identity?: string;
+  /** The entry's field the problem is in (`cron`, `timezone`, `job`, `payload`, `jitter`, `key`...), where one is; given for dynamic entries. */
+  readonly field?: string;
   readonly message: string;
 }
 
@@ -223,6 +232,25 @@ export class ScheduleValidationError extends CronledgerError {
       "schedule_invalid",
       `The schedule has ${errors.length} error${errors.length === 1 ? "" : "s"}; fix them (run \`cronledger preflight\` to check without a database):\n` +
         errors.map((problem) => `  - [${problem.code}] ${problem.message}`).join("\n"),
+    );
+    this.problems = problems;
+  }
+}
+
+/**
+ * A dynamic entry (`ledger.schedules.upsert`) is invalid: `problems` lists
+ * every problem of every entry given, each with its code (those of
+ * preflight, plus `invalid_key`), the field and the entry's position;
+ * nothing was written.
+ */
+export class ScheduleEntryError extends CronledgerError {
+  readonly problems: readonly ScheduleProblem[];
+
+  constructor(problems: readonly ScheduleProblem[]) {
+    super(
+      "schedule_entry_invalid",
+      `${problems.length === 1 ? "The schedule entry is" : `${problems.length} problems in the schedule entries:`} invalid; nothing was stored:\n` +
+        problems.map((problem) => `  - [${problem.code}]${problem.field === undefined ? "" : ` ${problem.field}:`} ${problem.message}`).join("\n"),
     );
     this.problems = problems;
   }
@@ -259,6 +287,19 @@ export class TickError extends CronledgerError {
 }
 
 // ---------------------------------------------------------------- jobs and payloads
+
+/**
+ * A chore (reap, prune) failed: its database error in one line, never the
+ * statement drizzle wraps around it (a chore's statements are cronledger's
+ * own, and their text and parameters belong in no log line or failure
+ * ticket). The next slot of the chore tries again.
+ */
+export class ChoreFailedError extends CronledgerError {
+  constructor(chore: string, cause: string) {
+    super("chore_failed", `ChoreFailedError: the ${chore} chore failed: ${cause}. Its next slot tries again; see docs/operations.md ("Scheduler stuck") if it keeps failing.`);
+    this.name = "ChoreFailedError";
+  }
+}
 
 /**
  * A stored job that can never run: no worker has its name. Workers claim

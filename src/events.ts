@@ -72,7 +72,21 @@ export type SlotOutcomeLabel = "enqueued" | "lost_race" | "skipped_stale" | "ski
  */
 export interface CronledgerEvents {
   tickCompleted(report: TickReport, durationSeconds: number): void;
-  jobStarted(event: { readonly jobId: number; readonly jobName: string; readonly attempt: number }): void;
+  /** A claim answered: `count` jobs of `queues` (0 when there were none ready), after `durationSeconds`. */
+  jobsClaimed(event: { readonly workerId: string; readonly queues: readonly string[]; readonly count: number; readonly durationSeconds: number }): void;
+  jobStarted(event: {
+    readonly jobId: number;
+    readonly jobName: string;
+    readonly attempt: number;
+    // The rest is always set by cronledger's workers; optional for events made by other code (createMetrics's hooks fed by hand).
+    readonly maxAttempts?: number;
+    readonly queue?: string;
+    /** The schedule entry's ledger key and the slot, for a job of a schedule entry; null for an enqueued job. */
+    readonly scheduleKey?: string | null;
+    readonly scheduledFor?: Date | null;
+    /** The trace context stored with the job by a process that traced its enqueue (JSON: `traceparent`, `tracestate`...); null otherwise. */
+    readonly traceContext?: string | null;
+  }): void;
   jobFinished(event: {
     readonly jobId: number;
     readonly jobName: string;
@@ -81,6 +95,21 @@ export interface CronledgerEvents {
     readonly durationSeconds: number;
     readonly error?: string;
     readonly nextRunAt?: Date;
+  }): void;
+  /**
+   * An attempt's result reached the database after its lease had lapsed (its worker had lost the database):
+   * `amended`, the reaper had ended the job and nobody had run it since, so this result replaced that verdict;
+   * `superseded`, another attempt had claimed the job meanwhile (the job ran twice) or it had ended otherwise,
+   * so the result is kept in `cronledger.superseded_attempts` beside the job's own.
+   */
+  lateCompletion(event: {
+    readonly jobId: number;
+    readonly jobName: string;
+    readonly attempt: number;
+    readonly fate: "amended" | "superseded";
+    /** Where the job was (superseded): its attempt number and status; null when it no longer exists. */
+    readonly jobAttempts: number | null;
+    readonly jobStatus: string | null;
   }): void;
   pruned(event: { readonly table: "schedule_state" | "jobs"; readonly rows: number }): void;
   /** A reap pass took back jobs whose worker stopped heartbeating: requeued, or failed for good when that attempt was their last. */
@@ -118,8 +147,10 @@ export function combineHooks(listeners: readonly CronledgerHooks[], onListenerEr
   };
   return {
     tickCompleted: emit("tickCompleted"),
+    jobsClaimed: emit("jobsClaimed"),
     jobStarted: emit("jobStarted"),
     jobFinished: emit("jobFinished"),
+    lateCompletion: emit("lateCompletion"),
     pruned: emit("pruned"),
     jobsReaped: emit("jobsReaped"),
     jobsFailedUnregistered: emit("jobsFailedUnregistered"),

@@ -9,6 +9,7 @@ export type { WaitingForWorker } from "./operators/operations.js";
 export { ENTRY_STATES, entryHealth, lateToleranceMs } from "./status/health.js";
 export type { EntryHealth, HealthInput } from "./status/health.js";
 export type { InvalidEntriesMode } from "./options.js";
+export type { TracerProviderLike, TracingOptions, TracingSetting } from "./tracing.js";
 export type { CancelledJob, CancelRequest, EntryPauseResult, RetryingJob, RunningJob, TriggeredRun } from "./operators/operations.js";
 export type { RetryOverride } from "./jobs/retry-override.js";
 export { defineConfig } from "./config.js";
@@ -107,3 +108,16 @@ export {
   WorkerShutdownError,
 } from "./errors.js";
 export type { ErrorCode, ScheduleProblem, TickPhase } from "./errors.js";
+export { ScheduleEntryError } from "./errors.js";
+export type { DynamicEntryInput } from "./schedule/dynamic-entry.js";
+export type {
+  DynamicCounts,
+  DynamicScheduleEntry,
+  DynamicSchedulePage,
+  ScheduleListOptions,
+  ScheduleUpsertOptions,
+  ScheduleWriteOptions,
+  Schedules,
+  UpsertOutcome,
+} from "./schedule/schedules.js";
+export { dynamicEntryDocument, dynamicSchedulesDocument, type DynamicEntryDocument, type DynamicSchedulesDocument } from "./wire/schedules.js";

@@ -14,6 +14,7 @@ import type { Logger } from "./log.js";
 import { duration, object, parseOptions, positiveInteger, type Check, type OptionShape, type Takes } from "./option-schema.js";
 import { choresSchema, type ChoresSetting } from "./runtime/chore-options.js";
 import type { ScheduleEntry } from "./schedule/define-schedule.js";
+import { tracingSchema, type TracingSetting } from "./tracing.js";
 
 /**
  * createCronledger's options and the config file's, as one strict zod
@@ -48,6 +49,15 @@ export interface CronledgerOptions {
   readonly hooks?: CronledgerHooks | readonly CronledgerHooks[];
   /** Prometheus metrics, on by default in a Registry of their own (`ledger.metrics.registry`); pass yours to share it, or false to turn them off. */
   readonly metrics?: { readonly registry?: Registry } | false;
+  /**
+   * OpenTelemetry traces (needs the optional peer dependency `@opentelemetry/api` and an SDK that exports).
+   * Off by default. `true`: spans through the tracer provider registered with the API; `{ tracerProvider }`:
+   * through that one; `spanRelationship: "child"` makes each attempt a child of its enqueue instead of a
+   * linked root. Each enqueue, run-now, backfill and pass is a producer span whose context is stored with
+   * its jobs; each attempt a consumer span linked to it, its handler running in its context; claims are
+   * client spans. Metrics stay Prometheus. See README, "Traces".
+   */
+  readonly tracing?: TracingSetting;
   /**
    * The reaper and prune chores, run as ledger entries (each slot once across
    * the cluster). Default: on wherever `start()` runs, left out of bare
@@ -173,6 +183,7 @@ const cronledgerShape = {
       z.strictObject({ registry: object<Registry>("must be a prom-client Registry", (value) => "registerMetric" in value).optional() }),
     ])
     .optional(),
+  tracing: tracingSchema,
   chores: choresSchema,
   lease: duration("lease").default(DEFAULT_LEASE_MS),
   stopGrace: duration("stopGrace").default(DEFAULT_STOP_GRACE_MS),
@@ -197,6 +208,8 @@ const cronledgerSchema = z.strictObject(cronledgerShape).transform((parsed) => (
   logger: parsed.logger,
   hooks: (parsed.hooks === undefined ? [] : "length" in parsed.hooks ? parsed.hooks : [parsed.hooks]) as readonly CronledgerHooks[],
   metrics: parsed.metrics ?? {},
+  /** Undefined: no tracing, and `@opentelemetry/api` is never loaded. */
+  tracing: parsed.tracing,
   chores: parsed.chores,
   leaseMs: parsed.lease,
   stopGraceMs: parsed.stopGrace,

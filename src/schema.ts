@@ -1,10 +1,11 @@
 import { sql } from "drizzle-orm";
-import { bigint, check, date, index, integer, jsonb, pgSchema, primaryKey, text, timestamp } from "drizzle-orm/pg-core";
+import { bigint, check, customType, date, doublePrecision, index, integer, jsonb, pgSchema, primaryKey, text, timestamp } from "drizzle-orm/pg-core";
 
 /**
  * cronledger's tables. Applications that run drizzle-kit themselves import
  * them from `cronledger/schema`; everything lives in the `cronledger` schema
- * so it never collides with application tables.
+ * so it never collides with application tables. Longer than most: every
+ * table, its indexes and why each exists, in one place.
  */
 export const cronledgerSchema = pgSchema("cronledger");
 
@@ -44,7 +45,12 @@ export const scheduleState = cronledgerSchema.table(
     /** The operator's note, bounded and redacted like every reason. */
     pausedNote: text("paused_note"),
   },
-  (t) => [index("schedule_state_namespace_idx").on(t.namespace)],
+  (t) => [
+    index("schedule_state_namespace_idx").on(t.namespace),
+    // The counts of paused and quarantined entries by namespace, read by the status without reading every row of a namespace of dynamic entries.
+    index("schedule_state_paused_idx").on(t.namespace).where(sql`${t.pausedAt} is not null`),
+    index("schedule_state_quarantined_idx").on(t.namespace).where(sql`${t.quarantinedUntil} is not null`),
+  ],
 );
 
 /** The statuses of a job waiting to run or running: the rows of `job_queue`. */
@@ -71,6 +77,12 @@ const jobColumns = () => ({
    * overrides the job's own: a class name or a backoff policy, as JSON. Null: the job's policy.
    */
   retryPolicy: jsonb("retry_policy"),
+  /**
+   * The trace context of the span that enqueued the job, as the OpenTelemetry propagator wrote it
+   * (W3C `traceparent`, `tracestate`), when the enqueuing process traces (`tracing` option; src/open-telemetry.ts).
+   * Each attempt's span links to it (or is its child). Null when nothing traced the enqueue.
+   */
+  traceContext: jsonb("trace_context"),
   createdAt: timestamptz("created_at").notNull().defaultNow(),
 });
 
@@ -217,6 +229,39 @@ export const scheduleLastRuns = cronledgerSchema.table("schedule_last_runs", {
   lastError: text("last_error"),
 });
 
+/**
+ * Attempts whose result did not become their job's result: the attempt's
+ * worker lost the database for longer than the lease, the reaper took the
+ * job back, and another attempt claimed it before this one's result could be
+ * written (a real split: the job ran twice), or the job was ended otherwise
+ * meanwhile (cancelled, deleted). Written by the worker when the late result
+ * arrives (src/db/sql/jobs.ts, settleLateCompletions), never silently
+ * dropped; the job's own row keeps the result of the attempt that holds it.
+ * Deleted by the prune chore with the history's retention.
+ */
+export const supersededAttempts = cronledgerSchema.table(
+  "superseded_attempts",
+  {
+    jobId: bigint("job_id", { mode: "number" }).notNull(),
+    /** The attempt's number (the job's `attempts` when it was claimed). */
+    attempt: integer("attempt").notNull(),
+    /** The worker that ran it. */
+    worker: text("worker").notNull(),
+    jobName: text("job_name").notNull(),
+    /** How the attempt ended: `succeeded`, `failed`, `cancelled`, `retry` (it failed and asked for another attempt) or `returned` (handed back by a shutdown). */
+    status: text("status").notNull(),
+    outcome: text("outcome"),
+    /** The attempt's error, redacted and bounded like every stored error. */
+    error: text("error"),
+    /** Where the job was when the result arrived: its attempt then (null: the job no longer exists) and its status. */
+    jobAttempts: integer("job_attempts"),
+    jobStatus: text("job_status"),
+    /** When the result was written (the attempt ended at or before it). */
+    recordedAt: timestamptz("recorded_at").notNull().defaultNow(),
+  },
+  (t) => [primaryKey({ columns: [t.jobId, t.attempt, t.worker] }), index("superseded_attempts_recorded_at_idx").on(t.recordedAt)],
+);
+
 /** The columns of the `jobs` view, in order: the job table's columns as they always were. */
 const JOB_VIEW_COLUMNS = [
   "id", "job_name", "queue", "payload", "status", "outcome", "priority", "run_at", "attempts", "max_attempts", "idempotency_key",
@@ -297,6 +342,55 @@ export const scheduleVersions = cronledgerSchema.table(
     reportedAt: timestamptz("reported_at").notNull().defaultNow(),
   },
   (t) => [primaryKey({ columns: [t.namespace, t.digest] })],
+);
+
+/**
+ * Text compared byte by byte (`collate "C"`), whatever the database's
+ * collation: a dynamic entry's key, so that the keys with a prefix are one
+ * range of the primary key's index (a prefix search and keyset paging read
+ * only the page they return, never every entry).
+ */
+const byteText = customType<{ data: string; driverData: string }>({ dataType: () => 'text collate "C"' });
+
+/**
+ * Schedules as data: the entries an application creates, changes and removes
+ * at runtime (`ledger.schedules.upsert`), one row each, in the app's own
+ * transaction when it gives one. The definition (job, canonical cron, zone,
+ * payload, policy) and the fire time of its next slot, `next_fire_at`,
+ * indexed, so a pass reads the due entries only (an index probe when none
+ * is), never every stored one. A pass that takes due entries moves their
+ * `next_fire_at` a lease ahead (other replicas skip them) and, once they are
+ * handled, to their next fire; `version` guards that write against an upsert
+ * in between. Each entry's ledger row is an ordinary `schedule_state` row in
+ * the namespace `<namespace>#dynamic`, keyed `<namespace>#dynamic|<key>`
+ * (src/schedule/dynamic-entry.ts), which no static entry's key can be.
+ */
+export const dynamicSchedules = cronledgerSchema.table(
+  "dynamic_schedules",
+  {
+    namespace: text("namespace").notNull(),
+    key: byteText("key").notNull(),
+    jobName: text("job_name").notNull(),
+    /** The canonical cron (src/schedule/cron.ts). */
+    cron: text("cron").notNull(),
+    timezone: text("timezone").notNull(),
+    payload: jsonb("payload").notNull().default(sql`'{}'::jsonb`),
+    jitterMs: doublePrecision("jitter_ms").notNull().default(0),
+    // Resolved when the entry is upserted (the job's queue, priority and attempts, the process's defaults), so any
+    // replica fires it as stored, whether or not it knows the job (its job waits for a worker that does).
+    catchUpWindowMs: doublePrecision("catch_up_window_ms").notNull(),
+    queue: text("queue").notNull(),
+    priority: integer("priority").notNull(),
+    maxAttempts: integer("max_attempts").notNull(),
+    overlap: text("overlap").notNull(),
+    /** The fire time of the entry's next slot (a lease ahead while a pass holds it); null when it never fires again. */
+    nextFireAt: timestamptz("next_fire_at"),
+    /** Bumped by every change of the definition: a pass writes `next_fire_at` only if it is still the version it took. */
+    version: integer("version").notNull().default(1),
+    createdAt: timestamptz("created_at").notNull().defaultNow(),
+    updatedAt: timestamptz("updated_at").notNull().defaultNow(),
+  },
+  (t) => [primaryKey({ columns: [t.namespace, t.key] }), index("dynamic_schedules_due_idx").on(t.namespace, t.nextFireAt)],
 );
 
 export type JobRow = typeof jobs.$inferSelect;

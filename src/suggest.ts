@@ -28,15 +28,16 @@ function editDistance(a: string, b: string): number {
   return previous[b.length] ?? 0;
 }
 
-/** The keys an object schema takes at `path` (through optional, default, pipe and union wrappers); empty when it is not an object there. */
+/** The keys an object schema takes at `path` (through optional, default, pipe, preprocess and union wrappers); empty when it is not an object there. */
 function keysAt(schema: z.ZodType, path: readonly PropertyKey[]): string[] {
   let current: unknown = schema;
   const unwrap = (value: unknown): unknown => {
     for (let depth = 0; depth < 8; depth += 1) {
-      const def = (value as { def?: { type?: string; innerType?: unknown; in?: unknown; options?: unknown[] } } | undefined)?.def;
+      const def = (value as { def?: { type?: string; innerType?: unknown; in?: unknown; out?: unknown; options?: unknown[] } } | undefined)?.def;
       if (def?.innerType !== undefined) value = def.innerType;
-      // A schema that resolves what it parsed (`.transform()`) takes the keys of its input.
-      else if (def?.type === "pipe") value = def.in;
+      // A schema that resolves what it parsed (`.transform()`) takes the keys of its input; one that rewrites its input
+      // first (`z.preprocess`), the keys of the schema after the rewrite.
+      else if (def?.type === "pipe") value = (def.in as { def?: { type?: string } } | undefined)?.def?.type === "transform" ? def.out : def.in;
       else if (def?.type === "union") value = def.options?.find((option) => (option as { shape?: unknown }).shape !== undefined) ?? value;
       else break;
       if ((value as { shape?: unknown }).shape !== undefined) break;

@@ -43,6 +43,7 @@ describe("createMetrics", () => {
       ["cronledger_jobs_total", "counter"],
       ["cronledger_jobs_waiting_for_worker", "gauge"],
       ["cronledger_jobs_waiting_for_worker_oldest_seconds", "gauge"],
+      ["cronledger_late_completions_total", "counter"],
       ["cronledger_prune_rows_removed_total", "counter"],
       ["cronledger_queue_oldest_ready_age_seconds", "gauge"],
       ["cronledger_queue_ready_jobs", "gauge"],

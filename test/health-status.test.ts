@@ -164,7 +164,7 @@ describe("operator actions", () => {
     const again = await ledger.cancelJob(job.id);
     expect(again).toMatchObject({ was: "stopping", cancelled: false, stop: { requestedBy: "test", reason: "runaway" } });
     // Its worker (here, a hand-written completion) asks for a retry: a job asked to stop is never queued again.
-    await completeJobs(ledger.database.db, "test-holder", [{ id: job.id, status: "queued", outcome: null, error: "aborted", delayMs: 0, returned: false }]);
+    await completeJobs(ledger.database.db, "test-holder", [{ id: job.id, attempt: claimed?.attempts ?? 1, status: "queued", outcome: null, error: "aborted", delayMs: 0, returned: false }]);
     const [ended] = await query<{ status: string; attempts: number }>(ledger.database.db, sql`select status, attempts from cronledger.jobs where id = ${job.id}`);
     expect(ended).toEqual({ status: "cancelled", attempts: 1 });
     await expect(ledger.cancelJob(job.id)).resolves.toMatchObject({ was: "cancelled", cancelled: false });

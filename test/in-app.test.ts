@@ -43,10 +43,13 @@ const logged = defineJob({
 /** A README code block, by the name in its `<!-- tested by test/in-app.test.ts: NAME -->` marker. */
 function readmeExample(name: string): { imports: string[]; body: string[] } {
   const readme = readFileSync(join(REPO_ROOT, "README.md"), "utf8");
-  const marker = `<!-- tested by test/in-app.test.ts: ${name} -->\n\`\`\`ts\n`;
-  const start = readme.indexOf(marker);
-  if (start < 0) throw new Error(`README.md has no example marked ${name}`);
-  const lines = readme.slice(start + marker.length, readme.indexOf("\n```", start + marker.length)).split("\n");
+  const marker = `<!-- tested by test/in-app.test.ts: ${name} -->\n`;
+  const at = readme.indexOf(marker);
+  if (at < 0) throw new Error(`README.md has no example marked ${name}`);
+  // A `<!-- prelude: ... -->` line for test/doc-samples.test.ts may sit between the marker and the fence.
+  const fence = "```ts\n";
+  const start = readme.indexOf(fence, at) + fence.length;
+  const lines = readme.slice(start, readme.indexOf("\n```", start)).split("\n");
   return { imports: lines.filter((line) => line.startsWith("import ")), body: lines.filter((line) => !line.startsWith("import ")) };
 }
 

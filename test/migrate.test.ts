@@ -37,6 +37,7 @@ describe("migrate()", () => {
       select relname::text as name, relkind::text as kind from pg_class
       where relnamespace = 'cronledger'::regnamespace and relkind in ('r', 'p', 'v') and not relispartition order by relname`;
     expect(tables).toEqual([
+      { name: "dynamic_schedules", kind: "r" },
       { name: "job_counts", kind: "r" },
       { name: "job_history", kind: "p" },
       { name: "job_keys", kind: "r" },
@@ -45,6 +46,7 @@ describe("migrate()", () => {
       { name: "schedule_last_runs", kind: "r" },
       { name: "schedule_state", kind: "r" },
       { name: "schedule_versions", kind: "r" },
+      { name: "superseded_attempts", kind: "r" },
       { name: "workers", kind: "r" },
     ]);
     await app.end({ timeout: 1 });

@@ -27,7 +27,7 @@ async function drain(database: Database, rounds: number): Promise<void> {
     await completeJobs(
       database.db,
       "w",
-      claimed.map((job) => ({ id: job.id, status: "succeeded", outcome: null, error: null, delayMs: 0, returned: false })),
+      claimed.map((job) => ({ id: job.id, attempt: job.attempts, status: "succeeded", outcome: null, error: null, delayMs: 0, returned: false })),
     );
   }
 }

@@ -1,3 +1,4 @@
+import { nextMode } from "../src/jobs/worker-mode.js";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { Backoff } from "../src/backoff.js";
 import { claimSize, MAX_CONCURRENT_CLAIMS } from "../src/jobs/claim-size.js";
@@ -35,13 +36,13 @@ describe("claim size", () => {
 
 describe("completions", () => {
   const cases: [Completion, string | null, keyof ReturnType<typeof emptySummary>, string, boolean][] = [
-    [{ kind: "succeeded", id: 1, outcome: null }, "done", "succeeded", "succeeded", false],
-    [{ kind: "succeeded", id: 1, outcome: "skip" }, "skip", "skipped", "succeeded", false],
-    [{ kind: "succeeded", id: 1, outcome: "noop" }, "noop", "noop", "succeeded", false],
-    [{ kind: "retry", id: 1, error: "boom", delayMs: 30 }, "retry", "retried", "queued", false],
-    [{ kind: "failed", id: 1, error: "boom" }, "panicked", "failed", "failed", false],
-    [{ kind: "cancelled", id: 1, error: "asked to stop" }, "cancelled", "cancelled", "cancelled", false],
-    [{ kind: "returned", id: 1 }, null, "returned", "queued", true],
+    [{ kind: "succeeded", id: 1, attempt: 1, outcome: null }, "done", "succeeded", "succeeded", false],
+    [{ kind: "succeeded", id: 1, attempt: 1, outcome: "skip" }, "skip", "skipped", "succeeded", false],
+    [{ kind: "succeeded", id: 1, attempt: 1, outcome: "noop" }, "noop", "noop", "succeeded", false],
+    [{ kind: "retry", id: 1, attempt: 1, error: "boom", delayMs: 30 }, "retry", "retried", "queued", false],
+    [{ kind: "failed", id: 1, attempt: 1, error: "boom" }, "panicked", "failed", "failed", false],
+    [{ kind: "cancelled", id: 1, attempt: 1, error: "asked to stop" }, "cancelled", "cancelled", "cancelled", false],
+    [{ kind: "returned", id: 1, attempt: 1 }, null, "returned", "queued", true],
   ];
 
   it.each(cases)("%o is status %s, counted as %s, written as %s", (completion, status, field, rowStatus, returned) => {
@@ -54,8 +55,8 @@ describe("completions", () => {
   });
 
   it("keeps a retry's delay and error, and a success's outcome", () => {
-    expect(completionRow({ kind: "retry", id: 7, error: "boom", delayMs: 30 })).toEqual({ id: 7, status: "queued", outcome: null, error: "boom", delayMs: 30, returned: false });
-    expect(completionRow({ kind: "succeeded", id: 7, outcome: "noop" })).toEqual({ id: 7, status: "succeeded", outcome: "noop", error: null, delayMs: 0, returned: false });
+    expect(completionRow({ kind: "retry", id: 7, attempt: 1, error: "boom", delayMs: 30 })).toEqual({ id: 7, attempt: 1, status: "queued", outcome: null, error: "boom", delayMs: 30, returned: false });
+    expect(completionRow({ kind: "succeeded", id: 7, attempt: 1, outcome: "noop" })).toEqual({ id: 7, attempt: 1, status: "succeeded", outcome: "noop", error: null, delayMs: 0, returned: false });
   });
 });
 
@@ -66,16 +67,16 @@ describe("completion batches", () => {
 
   function batcher(): { batcher: CompletionBatcher; writes: (readonly CompletionRow[])[] } {
     const writes: (readonly CompletionRow[])[] = [];
-    const host = { write: async (rows: readonly CompletionRow[]) => void writes.push(rows), flushed: () => {}, logger: silentLogger };
+    const host = { write: async (rows: readonly CompletionRow[]) => (writes.push(rows), []), flushed: () => {}, logger: silentLogger };
     return { batcher: new CompletionBatcher(host), writes };
   }
 
   it("holds a completion for the batching delay, so the ones that end beside it share its statement", async () => {
     vi.useFakeTimers();
     const { batcher: b, writes } = batcher();
-    b.add({ kind: "succeeded", id: 1, outcome: null });
+    b.add({ kind: "succeeded", id: 1, attempt: 1, outcome: null });
     await vi.advanceTimersByTimeAsync(5);
-    b.add({ kind: "succeeded", id: 2, outcome: null });
+    b.add({ kind: "succeeded", id: 2, attempt: 1, outcome: null });
     expect(writes).toEqual([]);
     await vi.advanceTimersByTimeAsync(5);
     expect(writes.map((rows) => rows.map((row) => row.id))).toEqual([[1, 2]]);
@@ -84,7 +85,7 @@ describe("completion batches", () => {
   it("writes at once when told nothing else will join (an idle worker's last job)", async () => {
     vi.useFakeTimers();
     const { batcher: b, writes } = batcher();
-    b.add({ kind: "succeeded", id: 1, outcome: null });
+    b.add({ kind: "succeeded", id: 1, attempt: 1, outcome: null });
     b.flushNow();
     await vi.advanceTimersByTimeAsync(0);
     expect(writes.map((rows) => rows.map((row) => row.id))).toEqual([[1]]);
@@ -101,5 +102,27 @@ describe("backoff", () => {
     expect(backoff.currentMs).toBe(0);
     expect(backoff.next()).toBe(100);
     expect(Backoff.delay({ initialMs: 250, factor: 2, maxMs: 5_000 }, 6)).toBe(5_000);
+  });
+});
+
+describe("a worker's modes", () => {
+  it("allows the changes of its life and refuses the rest", () => {
+    // A run: started, running, stopped; a stop() during the start; a release before running.
+    expect(nextMode("idle", "starting")).toBe("starting");
+    expect(nextMode("starting", "running")).toBe("running");
+    expect(nextMode("running", "stopping")).toBe("stopping");
+    expect(nextMode("stopping", "stopped")).toBe("stopped");
+    expect(nextMode("starting", "stopping")).toBe("stopping");
+    expect(nextMode("idle", "released")).toBe("released");
+    // Never back, never out of a final mode, never claiming again once stopping.
+    for (const [from, to] of [
+      ["running", "starting"],
+      ["stopping", "running"],
+      ["stopped", "stopping"],
+      ["released", "starting"],
+      ["idle", "running"],
+    ] as const) {
+      expect(() => nextMode(from, to)).toThrow(`cannot go from ${from} to ${to}`);
+    }
   });
 });

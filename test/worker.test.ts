@@ -396,7 +396,8 @@ describe.each(BACKENDS)("worker on %s", (backend) => {
     const later = new Date((await databaseNowMs(ledger)) + 10 * 60_000);
     expect(await ledger.reap({ now: later })).toEqual({ requeued: 1, failed: 1 });
     const requeued = await jobState(ledger, a.id);
-    expect(requeued).toMatchObject({ status: "queued", attempts: 1, locked_by: null });
+    // The worker stays named until another attempt claims the job: its late result would still be written (completeJobs).
+    expect(requeued).toMatchObject({ status: "queued", attempts: 1, locked_by: "dead-host:1:abc" });
     expect(requeued.last_error).toContain("dead-host:1:abc stopped heartbeating");
     const failed = await jobState(ledger, b.id);
     expect(failed.status).toBe("failed");

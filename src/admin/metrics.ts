@@ -1,3 +1,5 @@
+// Prometheus metrics as event listeners. Over 350 lines because each metric family is declared with its help text
+// and labels beside the listener that feeds it (the families read better together than split across files).
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
 import { ConfigError } from "../errors.js";
 import { AttemptCounts, attemptCountsOf, JOB_STATUS_LABELS, STARTED, STATUS_INDEX, type JobStatusLabel } from "./attempt-counts.js";
@@ -12,6 +14,8 @@ export { JOB_STATUS_LABELS, type JobStatusLabel } from "./attempt-counts.js";
 export const SLOT_OUTCOME_LABELS = ["enqueued", "lost_race", "skipped_stale", "skipped_paused", "skipped_overlap", "quarantined", "set_aside", "locked", "repaired"] as const satisfies readonly SlotOutcomeLabel[];
 export const PRUNED_TABLES = ["schedule_state", "jobs"] as const;
 export const REAP_OUTCOMES = ["requeued", "failed"] as const;
+/** What became of a result that reached the database after its lease had lapsed (the lateCompletion event). */
+export const LATE_COMPLETION_FATES = ["amended", "superseded"] as const;
 /** The `state` label of cronledger_schedule_entries: every entry state, and `invalid` for entries left out of the schedule. */
 export const ENTRY_STATE_LABELS = [...ENTRY_STATES, "invalid"] as const;
 /** Ready jobs counted per queue and scrape at most: a backlog larger than this reads as this, and its scan stays bounded. */
@@ -131,6 +135,14 @@ export function createMetrics(options: MetricsOptions): CronledgerMetrics {
       name: "cronledger_jobs_reaped_total",
       help: "Running jobs the reaper took back because their worker stopped heartbeating: requeued for another attempt, or failed for good.",
       labelNames: ["outcome"] as const,
+      registers,
+    }),
+  );
+  const lateTotal = shared(registry, "cronledger_late_completions_total", Counter, () =>
+    new Counter({
+      name: "cronledger_late_completions_total",
+      help: "Attempt results that reached the database after their lease had lapsed: amended (the reaper had ended the job; the result replaced its verdict) or superseded (another attempt had claimed the job: it ran twice; kept in cronledger.superseded_attempts).",
+      labelNames: ["fate"] as const,
       registers,
     }),
   );
@@ -290,6 +302,7 @@ export function createMetrics(options: MetricsOptions): CronledgerMetrics {
     jobDuration.zero(labels);
   }
   for (const outcome of REAP_OUTCOMES) reapedTotal.inc({ outcome }, 0);
+  for (const fate of LATE_COMPLETION_FATES) lateTotal.inc({ fate }, 0);
   for (const outcome of SLOT_OUTCOME_LABELS) slotsTotal.inc({ outcome }, 0);
   for (const table of PRUNED_TABLES) pruneRows.inc({ table }, 0);
   initFailure.set(0);
@@ -323,6 +336,9 @@ export function createMetrics(options: MetricsOptions): CronledgerMetrics {
       if (requeued > 0) reapedTotal.inc({ outcome: "requeued" }, requeued);
       if (failed > 0) reapedTotal.inc({ outcome: "failed" }, failed);
       for (const [jobName, count] of Object.entries(failedByJob)) failuresTotal.inc(seriesOf(jobName).labels, count);
+    },
+    lateCompletion({ fate }) {
+      lateTotal.inc({ fate });
     },
     jobsFailedUnregistered({ failedByJob }) {
       for (const [jobName, count] of Object.entries(failedByJob)) failuresTotal.inc(seriesOf(jobName).labels, count);

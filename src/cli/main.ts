@@ -11,6 +11,7 @@ import { unquarantine } from "./commands/unquarantine.js";
 import { failures } from "./commands/failures.js";
 import { migrate } from "./commands/migrate.js";
 import { pause, resume } from "./commands/pause.js";
+import { schedules } from "./commands/schedules.js";
 import { next } from "./commands/next.js";
 import { plan } from "./commands/plan.js";
 import { trigger } from "./commands/trigger.js";
@@ -20,7 +21,7 @@ import { tick } from "./commands/tick.js";
 import { worker } from "./commands/worker.js";
 import { commandHelp, mainHelp } from "./help.js";
 
-export const COMMANDS: readonly Command[] = [preflight, migrate, worker, status, failures, cancel, unquarantine, pause, resume, trigger, backfill, tick, next, plan];
+export const COMMANDS: readonly Command[] = [preflight, migrate, worker, status, failures, cancel, unquarantine, pause, resume, trigger, backfill, tick, next, plan, schedules];
 
 /** How long the process may linger after a command finished, e.g. on a pool a config file opened, before it is ended. */
 const EXIT_GRACE_MS = 2_000;

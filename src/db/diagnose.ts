@@ -77,6 +77,15 @@ export function diagnoseDatabaseError(error: unknown): DatabaseDiagnosis | undef
       true,
     );
   }
+  // cronledger's own tables or schema missing under a running process (dropped, or the database made again empty).
+  const tables = errors.find((item) => (item.code === "42P01" || item.code === "3F000") && /\bcronledger\b/.test(text(item.message)));
+  if (tables) {
+    return diagnosis(
+      "migration_required",
+      `cronledger's tables are missing (${firstLine(tables.message)}): run \`cronledger migrate\` (or \`await ledger.migrate()\`); cronledger retries until they are there.`,
+      false,
+    );
+  }
   const full = withCode(errors, (code) => code === "53300" || code === "53000");
   if (full) {
     return diagnosis(

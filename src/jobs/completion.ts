@@ -1,23 +1,27 @@
 import { Backoff } from "../backoff.js";
 import type { StatementReport } from "../db/health.js";
-import type { CompletionRow } from "../db/sql/jobs.js";
+import type { CompletionRow, HeldAttempt, LateCompletion } from "../db/sql/jobs.js";
 import type { AttemptStatus } from "../events.js";
 import type { Logger } from "../log.js";
 import { retryCapMs } from "../db/diagnose.js";
 import { logFailure } from "../db/log-failure.js";
 
-/** How an attempt ended, as the worker writes it back. */
+/**
+ * How an attempt ended, as the worker writes it back. `attempt` is the
+ * attempt's number: with the worker's id, the claim's fencing token
+ * (completeJobs, src/db/sql/jobs.ts).
+ */
 export type Completion =
   /** Ran to the end; `skip` / `noop` are the handler's business outcomes. */
-  | { readonly kind: "succeeded"; readonly id: number; readonly outcome: "skip" | "noop" | null }
+  | { readonly kind: "succeeded"; readonly id: number; readonly attempt: number; readonly outcome: "skip" | "noop" | null }
   /** Failed with attempts left: back to the queue after `delayMs`. */
-  | { readonly kind: "retry"; readonly id: number; readonly error: string; readonly delayMs: number }
+  | { readonly kind: "retry"; readonly id: number; readonly attempt: number; readonly error: string; readonly delayMs: number }
   /** Failed for good: the row is the failure ticket. */
-  | { readonly kind: "failed"; readonly id: number; readonly error: string }
+  | { readonly kind: "failed"; readonly id: number; readonly attempt: number; readonly error: string }
   /** Stopped on an operator's request: the handler returned after its signal was aborted; never retried, not a failure. */
-  | { readonly kind: "cancelled"; readonly id: number; readonly error: string }
+  | { readonly kind: "cancelled"; readonly id: number; readonly attempt: number; readonly error: string }
   /** Handed back unfinished by a shutdown: queued again at once, the interrupted attempt not counted. */
-  | { readonly kind: "returned"; readonly id: number };
+  | { readonly kind: "returned"; readonly id: number; readonly attempt: number };
 
 /** What `work({ once: true })` resolves with. */
 export interface WorkSummary {
@@ -73,18 +77,18 @@ export function count(summary: WorkSummary, completion: Completion): void {
 /** The row update a completion becomes. */
 export function completionRow(completion: Completion): CompletionRow {
   // Object literals of one shape, no spread: one per finished job, so the drain's worker builds them by the ten thousand a second.
-  const { id } = completion;
+  const { id, attempt } = completion;
   switch (completion.kind) {
     case "succeeded":
-      return { id, status: "succeeded", outcome: completion.outcome, error: null, delayMs: 0, returned: false };
+      return { id, attempt, status: "succeeded", outcome: completion.outcome, error: null, delayMs: 0, returned: false };
     case "retry":
-      return { id, status: "queued", outcome: null, error: completion.error, delayMs: completion.delayMs, returned: false };
+      return { id, attempt, status: "queued", outcome: null, error: completion.error, delayMs: completion.delayMs, returned: false };
     case "failed":
-      return { id, status: "failed", outcome: null, error: completion.error, delayMs: 0, returned: false };
+      return { id, attempt, status: "failed", outcome: null, error: completion.error, delayMs: 0, returned: false };
     case "cancelled":
-      return { id, status: "cancelled", outcome: null, error: completion.error, delayMs: 0, returned: false };
+      return { id, attempt, status: "cancelled", outcome: null, error: completion.error, delayMs: 0, returned: false };
     case "returned":
-      return { id, status: "queued", outcome: null, error: null, delayMs: 0, returned: true };
+      return { id, attempt, status: "queued", outcome: null, error: null, delayMs: 0, returned: true };
   }
 }
 
@@ -105,8 +109,10 @@ const MAX_RETRY_MS = 5_000;
 const DRAIN_DEADLINE_MS = 10_000;
 
 export interface BatcherHost {
-  /** Writes a batch in one statement. */
-  write(rows: readonly CompletionRow[]): Promise<void>;
+  /** Writes a batch in one statement; resolves with what became of the rows its claim's fence turned away (none, usually). */
+  write(rows: readonly CompletionRow[]): Promise<readonly LateCompletion[]>;
+  /** Rows of a written batch that arrived late: their job was ended by the reaper (amended) or claimed by another attempt (superseded). */
+  late?(results: readonly LateCompletion[]): void;
   /** Called after each successful flush that emptied the batch (the worker may claim again). */
   flushed(): void;
   /** Called with each batch once it is written: a retry's wake-up counts its delay from here (src/jobs/worker.ts). */
@@ -124,6 +130,10 @@ export interface BatcherHost {
  */
 export class CompletionBatcher {
   private pending: Completion[] = [];
+  /** The batch being written, until its statement answers: still held by the worker (its heartbeats cover it). */
+  private inFlight: readonly Completion[] = [];
+  /** The last write failed (set until one succeeds). */
+  private failing = false;
   private flushing: Promise<void> | undefined;
   private timer: NodeJS.Timeout | undefined;
   private readonly backoff = new Backoff({ initialMs: 100, factor: 2, maxMs: MAX_RETRY_MS });
@@ -133,6 +143,46 @@ export class CompletionBatcher {
   /** True while completions wait or are being written. */
   get busy(): boolean {
     return this.pending.length > 0 || this.flushing !== undefined || this.timer !== undefined;
+  }
+
+  /** True from a failed write until a write succeeds, while completions wait or are being written. */
+  get stalled(): boolean {
+    return this.failing && (this.pending.length > 0 || this.inFlight.length > 0);
+  }
+
+  /**
+   * The attempts whose results wait here or are being written: the worker
+   * still holds their jobs, so its heartbeats keep them (a result reached
+   * while the database is out of reach is written when it returns, and the
+   * lease's expiry must not beat it: docs/decisions.md).
+   */
+  holding(): HeldAttempt[] {
+    const held: HeldAttempt[] = [];
+    for (const completion of this.inFlight) held.push({ id: completion.id, attempt: completion.attempt });
+    for (const completion of this.pending) held.push({ id: completion.id, attempt: completion.attempt });
+    return held;
+  }
+
+  /**
+   * Writes what waits now, without waiting out a failed write's backoff
+   * (the database answered something else again); resolves once nothing
+   * waits that this try could write, or the try failed.
+   */
+  async retryNow(): Promise<boolean> {
+    if (this.flushing) await this.flushing;
+    if (this.pending.length === 0) return true;
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    const flushing = this.flush();
+    this.flushing = flushing;
+    await flushing;
+    this.flushing = undefined;
+    if (this.pending.length > 0) {
+      this.schedule(this.backoff.currentMs || FLUSH_DELAY_MS);
+      return false;
+    }
+    this.host.flushed();
+    return true;
   }
 
   add(completion: Completion): void {
@@ -170,13 +220,19 @@ export class CompletionBatcher {
     const batch = this.pending;
     if (batch.length === 0) return;
     this.pending = [];
+    this.inFlight = batch;
     const sent = this.host.health?.sent();
     try {
-      await this.host.write(batch.map(completionRow));
+      const late = await this.host.write(batch.map(completionRow));
+      this.inFlight = [];
       this.host.written?.(batch);
+      if (late.length > 0) this.host.late?.(late);
+      this.failing = false;
       this.backoff.reset();
       sent?.succeeded();
     } catch (error) {
+      this.inFlight = [];
+      this.failing = true;
       this.pending = batch.concat(this.pending);
       const retryInMs = this.backoff.next(retryCapMs(error, MAX_RETRY_MS));
       logFailure(this.host.logger, "warn", "recording finished jobs failed; retrying", { jobs: batch.length, retryInMs }, error, sent);

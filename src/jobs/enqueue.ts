@@ -3,6 +3,7 @@ import { insertJobs, jobsByIdempotencyKey, type NewJobRow } from "../db/sql/jobs
 import { JobNotRegisteredError, PayloadValidationError } from "../errors.js";
 import { boundKey } from "../keys.js";
 import { closest } from "../suggest.js";
+import type { Tracing } from "../tracing.js";
 import { storablePayload, type EnqueuedJob, type EnqueueRequest, type JobDefinition, type JobReference } from "./define-job.js";
 import { DEFAULT_MAX_PAYLOAD_BYTES, payloadTooLarge } from "./payload-limit.js";
 import { resolveEnqueueOptions } from "./enqueue-options.js";
@@ -41,17 +42,24 @@ function toRow(request: EnqueueRequest, registry: ReadonlyMap<string, JobDefinit
 /**
  * Inserts jobs in one statement. Rows whose idempotency key exists are
  * skipped by the insert and looked up afterwards, so callers always get the
- * job that holds the key.
+ * job that holds the key. With `tracing`, the write is a producer span whose
+ * context every row stores; invalid requests are refused before it.
  */
 export async function enqueueJobs(
   executor: Executor,
   registry: ReadonlyMap<string, JobDefinition>,
   requests: readonly EnqueueRequest[],
   maxPayloadBytes: number = DEFAULT_MAX_PAYLOAD_BYTES,
+  tracing?: Tracing,
 ): Promise<EnqueuedJob[]> {
   const rows = requests.map((request, index) => toRow(request, registry, maxPayloadBytes, requests.length > 1 ? index : undefined));
   if (rows.length === 0) return [];
-  const inserted = await insertJobs(executor, rows);
+  if (tracing === undefined) return writeJobs(executor, rows, null);
+  return tracing.send({ operation: "enqueue", jobs: rows }, (traceContextJson) => writeJobs(executor, rows, traceContextJson), (jobs) => jobs);
+}
+
+async function writeJobs(executor: Executor, rows: readonly NewJobRow[], traceContextJson: string | null): Promise<EnqueuedJob[]> {
+  const inserted = await insertJobs(executor, rows, traceContextJson);
 
   const results: (EnqueuedJob | undefined)[] = new Array(rows.length);
   const keyOf = (jobName: string, idempotencyKey: string) => `${jobName}\n${idempotencyKey}`;

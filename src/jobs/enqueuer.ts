@@ -5,6 +5,7 @@ import { asExecutor, type Executor } from "../db/executor.js";
 import type { EnqueuedJob, Enqueuer, EnqueueRequest, JobDefinition, JobReference } from "./define-job.js";
 import { enqueueJobs } from "./enqueue.js";
 import type { EnqueueManyOptions, EnqueueOptions } from "./enqueue-options.js";
+import type { Tracing } from "../tracing.js";
 
 /**
  * The enqueue path, on its own: `ledger.enqueue`, `ledger.enqueueMany` and a
@@ -20,6 +21,8 @@ export class JobEnqueuer implements Enqueuer {
       readonly jobs: ReadonlyMap<string, JobDefinition>;
       /** Largest stored JSON of an enqueued payload. */
       readonly maxPayloadBytes: number;
+      /** With the `tracing` option: each write is a producer span whose context its jobs store (src/tracing.ts). */
+      readonly tracing?: Tracing | undefined;
     },
   ) {}
 
@@ -39,6 +42,6 @@ export class JobEnqueuer implements Enqueuer {
   }
 
   private insert(requests: readonly EnqueueRequest[], db: Executor | undefined): Promise<EnqueuedJob[]> {
-    return enqueueJobs(this.executor(db), this.options.jobs, requests, this.options.maxPayloadBytes);
+    return enqueueJobs(this.executor(db), this.options.jobs, requests, this.options.maxPayloadBytes, this.options.tracing);
   }
 }

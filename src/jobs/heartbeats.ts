@@ -1,15 +1,15 @@
 import type { StatementReport } from "../db/health.js";
-import type { HeartbeatAnswer } from "../db/sql/jobs.js";
+import type { HeartbeatAnswer, HeldAttempt } from "../db/sql/jobs.js";
 import type { StopRequest } from "../errors.js";
 import { logFailure } from "../db/log-failure.js";
 import type { Logger } from "../log.js";
 
 export interface HeartbeatHost {
-  /** Ids of the jobs the worker holds (running or claimed but not started). */
-  held(): number[];
+  /** The attempts the worker holds: running, claimed but not started, or finished with the result not yet written. */
+  held(): HeldAttempt[];
   /** Refreshes their heartbeats; resolves with the ids this worker still holds and the stop requests on them. */
-  beat(ids: readonly number[]): Promise<HeartbeatAnswer>;
-  /** Jobs the reaper took back (their heartbeat went stale before this one). */
+  beat(held: readonly HeldAttempt[]): Promise<HeartbeatAnswer>;
+  /** Jobs another attempt holds now, or that ended meanwhile (the reaper took them back and someone claimed them). */
   lost(ids: readonly number[]): void;
   /** Held jobs an operator asked to stop (the fallback for a missed NOTIFY; the worker ignores repeats). */
   stopRequested(requests: readonly StopRequest[]): void;
@@ -44,24 +44,29 @@ export class Heartbeats {
     this.timer = undefined;
   }
 
-  /** Beats now, outside the timer (at start, and before this process reaps). */
-  beatNow(): Promise<void> {
+  /** Beats now, outside the timer (at start, before this process reaps, and before claiming after an outage); resolves true if it was written. */
+  beatNow(): Promise<boolean> {
     return this.beat();
   }
 
-  private async beat(): Promise<void> {
-    const ids = this.host.held();
+  private async beat(): Promise<boolean> {
+    const held = this.host.held();
     let answer: HeartbeatAnswer;
     const sent = this.host.health.sent();
     try {
-      answer = await this.host.beat(ids);
+      answer = await this.host.beat(held);
       sent.succeeded();
     } catch (error) {
-      logFailure(this.host.logger, "warn", "heartbeat failed; the reaper takes jobs back if this lasts longer than the lease", { leaseMs: this.leaseMs }, error, sent);
-      return;
+      logFailure(this.host.logger, "warn", "heartbeat failed; other processes' reapers take jobs back if this lasts longer than the lease", { leaseMs: this.leaseMs }, error, sent);
+      return false;
     }
-    const lost = ids.filter((id) => !answer.alive.has(id));
+    if (answer.retaken.length > 0) {
+      this.host.logger.info("took back jobs the reaper had returned to the queue while the database was out of reach; they run on here", { jobIds: answer.retaken });
+    }
+    // A job the reaper ended for this attempt's lapsed lease runs on: its result replaces that verdict.
+    const lost = held.filter(({ id }) => !answer.alive.has(id) && !answer.reapedHere.has(id)).map(({ id }) => id);
     if (lost.length > 0) this.host.lost(lost);
     if (answer.stops.length > 0) this.host.stopRequested(answer.stops);
+    return true;
   }
 }

@@ -66,9 +66,9 @@ export class StopRequests {
  * retried) when the worker gave up on it (the stop grace, or its timeout,
  * ran out); null for an attempt nobody asked to stop.
  */
-export function stoppedCompletion(id: number, attempt: Attempt): Completion | null {
+export function stoppedCompletion(job: ClaimedJob, attempt: Attempt): Completion | null {
   if (attempt.stopReason === undefined) return null;
-  if (!attempt.isAborted) return { kind: "cancelled", id, error: redactError(attempt.stopReason) };
+  if (!attempt.isAborted) return { kind: "cancelled", id: job.id, attempt: job.attempts, error: redactError(attempt.stopReason) };
   const killed = attempt.abortReason instanceof JobKilledError ? attempt.abortReason : new JobKilledError(attempt.stopReason as JobCancelledError);
-  return { kind: "failed", id, error: redactError(killed) };
+  return { kind: "failed", id: job.id, attempt: job.attempts, error: redactError(killed) };
 }

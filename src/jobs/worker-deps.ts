@@ -1,10 +1,11 @@
 import type { Database } from "../db/connection.js";
 import type { DatabaseHealth } from "../db/health.js";
-import { claimJobs, completeJobs, heartbeatJobs, JOBS_CHANNEL, type ClaimedJob, type ClaimRequest, type CompletionRow, type HeartbeatAnswer } from "../db/sql/jobs.js";
+import { claimJobs, completeJobs, heartbeatJobs, JOBS_CHANNEL, type ClaimedJob, type ClaimRequest, type CompletionRow, type HeartbeatAnswer, type HeldAttempt, type LateCompletion } from "../db/sql/jobs.js";
 import { CANCEL_CHANNEL } from "../db/sql/jobs.js";
 import { unregisterWorker, type WorkerRegistration } from "../db/sql/workers.js";
 import type { CronledgerEvents } from "../events.js";
 import type { Logger } from "../log.js";
+import type { Tracing } from "../tracing.js";
 import type { AttemptServices } from "./attempt.js";
 import type { JobDefinition } from "./define-job.js";
 
@@ -18,10 +19,10 @@ import type { JobDefinition } from "./define-job.js";
 export interface WorkerStore {
   /** Claims up to `request.limit` ready jobs of the worker's names and queues (and its ready chores). */
   claim(request: ClaimRequest): Promise<ClaimedJob[]>;
-  /** Writes a batch of finished attempts. */
-  complete(workerId: string, rows: readonly CompletionRow[], now?: Date): Promise<void>;
-  /** Registers the worker (or refreshes its row) and the heartbeats of `ids`; resolves with the ids it still holds and their stop requests. */
-  heartbeat(worker: WorkerRegistration, ids: readonly number[]): Promise<HeartbeatAnswer>;
+  /** Writes a batch of finished attempts, fenced by their claims; resolves with what became of those the fence turned away. */
+  complete(workerId: string, rows: readonly CompletionRow[], now?: Date): Promise<readonly LateCompletion[]>;
+  /** Registers the worker (or refreshes its row) and the heartbeats of the attempts it holds; resolves with the ids it still holds and their stop requests. */
+  heartbeat(worker: WorkerRegistration, held: readonly HeldAttempt[]): Promise<HeartbeatAnswer>;
   /** Takes a stopped worker out of the registry. */
   unregister(workerId: string): Promise<void>;
   /** Calls `onReady(queue)` whenever a queue gains ready jobs (LISTEN/NOTIFY); resolves with the way to stop. */
@@ -35,7 +36,7 @@ export function workerStore(database: Database): WorkerStore {
   return {
     claim: (request) => claimJobs(db, request),
     complete: (workerId, rows, now) => completeJobs(db, workerId, rows, now),
-    heartbeat: (worker, ids) => heartbeatJobs(db, worker, ids),
+    heartbeat: (worker, held) => heartbeatJobs(db, worker, held),
     unregister: (workerId) => unregisterWorker(db, workerId),
     listen: (onReady) => database.listen(JOBS_CHANNEL, onReady),
     listenForStops: (onStop) => database.listen(CANCEL_CHANNEL, (payload) => onStop(Number(payload))),
@@ -55,7 +56,9 @@ export interface WorkerDependencies {
   /** `ctx.enqueue`, `ctx.schedule` and the parent of `ctx.log`. */
   readonly attempts: AttemptServices;
   readonly logger: Logger;
-  readonly events: Pick<CronledgerEvents, "jobStarted" | "jobFinished">;
+  readonly events: Pick<CronledgerEvents, "jobsClaimed" | "jobStarted" | "jobFinished" | "lateCompletion">;
+  /** With the `tracing` option: runs each handler inside its attempt's span (src/tracing.ts). */
+  readonly tracing?: Pick<Tracing, "attempt"> | undefined;
   /** Whether the database answers, as claims, heartbeats and completions find out; an outage is logged once. */
-  readonly health: Pick<DatabaseHealth, "sent" | "down">;
+  readonly health: Pick<DatabaseHealth, "sent" | "down" | "whenBack">;
 }

@@ -5,7 +5,7 @@
 import { randomBytes } from "node:crypto";
 import { hostname } from "node:os";
 import { Backoff } from "../backoff.js";
-import type { ClaimedJob } from "../db/sql/jobs.js";
+import type { ClaimedJob, HeldAttempt, LateCompletion } from "../db/sql/jobs.js";
 import { InvalidArgumentError, InvalidStoredJobError, JobNotRegisteredError, JobTimeoutError, LeaseLostError, NonRetryableError, WorkerShutdownError } from "../errors.js";
 import { retryCapMs } from "../db/diagnose.js";
 import { logFailure } from "../db/log-failure.js";
@@ -22,6 +22,8 @@ import { effectiveRetryPolicy, readStoredRetryPolicy } from "./retry-override.js
 import { RetryWakes } from "./retry-wakes.js";
 import type { ResolvedWorkOptions } from "./work-options.js";
 import type { WorkerDependencies } from "./worker-deps.js";
+import { nextMode, type WorkerMode } from "./worker-mode.js";
+import { withinDeadline } from "../deadline.js";
 import { DEFAULT_STOP_GRACE_MS, StopRequests, stoppedCompletion } from "./stops.js";
 
 export type { WorkSummary } from "./completion.js";
@@ -55,6 +57,8 @@ export interface WorkerSettings extends Omit<ResolvedWorkOptions, "queues" | "le
 export const MAX_RETRY_BACKOFF_MS = 1_000;
 /** After aborting at the end of the grace period, how long handlers get to honour the signal. */
 const ABORT_SETTLE_MS = 2_000;
+/** How soon writeWaitingResults tries again after a try that failed at once. */
+const RESULTS_RETRY_MS = 100;
 /** Chores claimed per statement at most: one reap and one prune slot, with room for a late one. */
 const CHORE_CLAIM_LIMIT = 4;
 
@@ -125,12 +129,10 @@ export class Worker {
   private signals = 0;
   /** False once a claim came back short: the queue is drained until a NOTIFY, the poll or a finished job says otherwise. */
   private more = true;
-  private stopping = false;
-  private started = false;
-  /** Registered and listening: claims may go out. */
-  private claiming = false;
-  private ended = false;
+  /** Where the worker is in its life (src/jobs/worker-mode.ts); changed only by setMode. */
+  private mode: WorkerMode = "idle";
   private claimRetryTimer: NodeJS.Timeout | undefined;
+  private stopWatchingHealth: (() => void) | undefined;
   private pollTimer: NodeJS.Timeout | undefined;
   private readonly retryWakes = new RetryWakes(() => this.wake());
   private unlisten: (() => Promise<void>) | undefined;
@@ -163,6 +165,7 @@ export class Worker {
     this.stops = new StopRequests(settings.stopGraceMs ?? DEFAULT_STOP_GRACE_MS, this.log);
     this.batcher = new CompletionBatcher({
       write: (rows) => deps.store.complete(this.id, rows, this.settings.clock?.()),
+      late: (results) => this.lateResults(results),
       flushed: () => this.pump(),
       // A retry is due its delay after the statement that wrote it, so its wake-up is counted from the write,
       // not from the attempt's end: counted from there, a completion held up past the wake-up's margin (a
@@ -176,8 +179,8 @@ export class Worker {
     });
     this.heartbeats = new Heartbeats(
       {
-        held: () => [...this.active.keys(), ...this.buffer.map((job) => job.id)],
-        beat: (ids) => deps.store.heartbeat(this.registration, ids),
+        held: () => this.held(),
+        beat: (held) => deps.store.heartbeat(this.registration, held),
         lost: (ids) => this.lost(ids),
         stopRequested: (requests) => this.stops.apply(requests, this.active),
         health: deps.health,
@@ -187,17 +190,37 @@ export class Worker {
     );
   }
 
+  private setMode(to: WorkerMode): void {
+    this.mode = nextMode(this.mode, to);
+  }
+
+  private inMode(...modes: WorkerMode[]): boolean {
+    return modes.includes(this.mode);
+  }
+
+  /** Claims may go out: neither starting nor stopping. */
+  private get claiming(): boolean {
+    return this.mode === "running";
+  }
+
   /** Starts claiming. Resolves with the summary when drained (`once`) or after stop(). */
   async run(): Promise<WorkSummary> {
-    if (this.started) throw new InvalidArgumentError("A worker runs once; create another for a new run.");
-    this.started = true;
     // Stopped before it ran (a stop() during work()'s schema check): nothing to start.
     if (this.stopPromise) return this.stopPromise;
+    if (this.mode !== "idle") throw new InvalidArgumentError("A worker runs once; create another for a new run.");
+    this.setMode("starting");
     // LISTEN before the first claim, so no NOTIFY falls between them; the registration (its names and
     // queues; later beats keep the row fresh) goes out beside the LISTENs. Until both are done, a NOTIFY
     // claims nothing (pump() waits for `claiming`).
     await Promise.all([this.listen(), this.heartbeats.beatNow()]);
-    if (!this.stopping) {
+    // Unless a stop() came meanwhile (read through a method: the compiler would keep the mode it saw before the await).
+    if (this.inMode("starting")) {
+      // A claim waiting out a long backoff (a persistent cause waits up to a minute) goes as soon as the database is back.
+      this.stopWatchingHealth = this.deps.health.whenBack(() => {
+        if (this.claimRetryTimer === undefined || !this.claiming) return;
+        clearTimeout(this.claimRetryTimer);
+        this.claimRetryTimer = setTimeout(() => void this.resync(), 0);
+      });
       if (!this.settings.once) {
         this.pollTimer = setInterval(() => {
           this.choresWanted = true;
@@ -205,11 +228,13 @@ export class Worker {
         }, this.settings.pollMs);
       }
       this.heartbeats.start();
-      this.claiming = true;
+      this.setMode("running");
       this.pump();
     }
     await this.drained.promise;
     if (this.stopPromise) return this.stopPromise;
+    // The drain of `once` is over: the worker stops as a stop() would, with nothing left to wait for.
+    this.setMode("stopping");
     await this.unregister();
     return this.finish();
   }
@@ -244,8 +269,8 @@ export class Worker {
 
   /** Closes what listen() opened, for a worker that will not run (its schema check failed). */
   async release(): Promise<void> {
-    this.started = true;
-    this.ended = true;
+    // A stop() that came first (during the schema check) has already ended it.
+    if (this.mode === "idle") this.setMode("released");
     await this.unlistenAll();
   }
 
@@ -262,7 +287,8 @@ export class Worker {
    * and they go back to the queue with the interrupted attempt uncounted.
    */
   stop(gracePeriodMs: number = this.settings.graceMs): Promise<WorkSummary> {
-    this.stopPromise ??= this.shutdown(gracePeriodMs);
+    // A worker that already ended (a drained `once`, a release) has nothing to stop.
+    this.stopPromise ??= this.finished ? Promise.resolve({ ...this.summary }) : this.shutdown(gracePeriodMs);
     return this.stopPromise;
   }
 
@@ -277,13 +303,13 @@ export class Worker {
    * timers were held up (a stalled pool, a blocked event loop) never takes
    * back its own live jobs.
    */
-  beat(): Promise<void> {
-    return this.started && !this.ended ? this.heartbeats.beatNow() : Promise.resolve();
+  async beat(): Promise<void> {
+    if (this.inMode("starting", "running", "stopping")) await this.heartbeats.beatNow();
   }
 
-  /** True once the worker has stopped (or drained) and left the registry. */
+  /** True once the worker has stopped (or drained) and left the registry, or was released without running. */
   get finished(): boolean {
-    return this.ended;
+    return this.mode === "stopped" || this.mode === "released";
   }
 
   private wake(): void {
@@ -294,9 +320,9 @@ export class Worker {
 
   /** The event loop of the worker: start what can run, claim when the buffer runs low, finish when drained. */
   private pump(): void {
-    if (this.stopping || !this.claiming) return;
+    if (!this.claiming) return;
     // Handlers start synchronously (src/jobs/attempt.ts): one may stop the worker while this loop runs.
-    while (!this.stopping && this.active.size - this.chores.size < this.concurrency && this.buffer.length > 0) this.startJob(this.buffer.shift() as ClaimedJob);
+    while (this.claiming && this.active.size - this.chores.size < this.concurrency && this.buffer.length > 0) this.startJob(this.buffer.shift() as ClaimedJob);
     const held = this.active.size - this.chores.size + this.buffer.length;
     if (this.claimRetryTimer === undefined) {
       const limit = this.more
@@ -334,6 +360,7 @@ export class Worker {
     const signalsBefore = this.signals;
     const { chores } = this.settings;
     const sent = this.deps.health.sent();
+    const claimedFrom = performance.now();
     const pending = this.deps.store.claim({
       workerId: this.id,
       queues: this.queues,
@@ -342,20 +369,19 @@ export class Worker {
       chores: chores === undefined ? undefined : { ...chores, limit: CHORE_CLAIM_LIMIT },
       now: this.settings.clock?.(),
     });
-    let deadline: NodeJS.Timeout | undefined;
-    const late = new Promise<"late">((resolve) => (deadline = setTimeout(() => resolve("late"), this.settings.claimTimeoutMs)));
     let rows: ClaimedJob[];
     try {
-      const answer = await Promise.race([pending, late]);
-      if (answer === "late") {
+      const answer = await withinDeadline(pending, this.settings.claimTimeoutMs);
+      if (!answer.done) {
         // Stop waiting, so the next claim can go out; whatever this one claimed still runs when it answers.
         // During a known outage that is expected (the outage is logged once, src/db/health.ts): debug only.
         const level = this.deps.health.down ? "debug" : "warn";
         this.log[level]("a claim has not answered; claiming again without waiting for it", { claimTimeoutMs: this.settings.claimTimeoutMs });
         pending.then(
           (answered) => {
+            this.claimed(answered.length, claimedFrom);
             // A worker stopping by then leaves them to the reaper (back to the queue after the lease).
-            if (this.stopping || this.ended) return;
+            if (!this.claiming) return;
             this.absorb(answered, 0, signalsBefore);
             this.pump();
           },
@@ -364,22 +390,24 @@ export class Worker {
         this.more = true;
         return;
       }
-      rows = answer;
+      rows = answer.value;
+      this.claimed(rows.length, claimedFrom);
       this.claimBackoff.reset();
       sent.succeeded();
     } catch (error) {
       const retryInMs = this.claimBackoff.next(retryCapMs(error, MAX_RETRY_BACKOFF_MS));
       if (chores !== undefined) this.choresWanted = true;
       logFailure(this.log, "warn", "claiming jobs failed; retrying", { retryInMs }, error, sent);
-      this.claimRetryTimer = setTimeout(() => {
-        this.claimRetryTimer = undefined;
-        this.pump();
-      }, retryInMs);
+      // Before the next claim, this worker's own state goes first (resync): a claim could otherwise take back a job
+      // whose result waits here, which the reaper returned to the queue meanwhile.
+      this.claimRetryTimer = setTimeout(() => void this.resync(), retryInMs);
       return;
-    } finally {
-      clearTimeout(deadline);
     }
     this.absorb(rows, limit, signalsBefore);
+  }
+
+  private claimed(count: number, fromMs: number): void {
+    this.deps.events.jobsClaimed({ workerId: this.id, queues: this.queues, count, durationSeconds: (performance.now() - fromMs) / 1000 });
   }
 
   /** Takes in the rows of a claim that asked for `limit`: chores start at once, the rest wait in the buffer for a slot. */
@@ -392,7 +420,7 @@ export class Worker {
     if (rows.length === 0) return;
     ordinary.sort((a, b) => a.priority - b.priority || a.runAtMs - b.runAtMs || a.id - b.id);
     this.summary.claimed += rows.length;
-    if (this.stopping) {
+    if (!this.claiming) {
       for (const job of rows) this.handBack(job);
       return;
     }
@@ -429,21 +457,24 @@ export class Worker {
   }
 
   private async execute(job: ClaimedJob, definition: JobDefinition | undefined, attempt: Attempt): Promise<Completion> {
-    this.deps.events.jobStarted({ jobId: job.id, jobName: job.jobName, attempt: job.attempts });
+    const { scheduleKey, queue, traceContext } = job;
+    this.deps.events.jobStarted({ jobId: job.id, jobName: job.jobName, attempt: job.attempts, maxAttempts: job.maxAttempts, queue, scheduleKey, scheduledFor: attempt.scheduledFor, traceContext });
     if (definition === undefined) return this.failure(job, undefined, new JobNotRegisteredError(job.jobName));
     const parsed = validatePayload(definition, JSON.parse(job.payload));
     if (!parsed.ok) return this.failure(job, definition, new InvalidStoredJobError(job.jobName, job.id, parsed.issues));
     const timeout = setTimeout(() => attempt.abort(new JobTimeoutError(job.jobName, definition.timeoutMs)), definition.timeoutMs);
     try {
-      const result = await attempt.run(definition, parsed.value);
-      const stopped = stoppedCompletion(job.id, attempt);
+      // With tracing on, the handler runs inside its attempt's span (src/tracing.ts); without, as it always did.
+      const { tracing } = this.deps;
+      const result = tracing === undefined ? await attempt.run(definition, parsed.value) : await tracing.attempt(job.id, job.attempts, () => attempt.run(definition, parsed.value));
+      const stopped = stoppedCompletion(job, attempt);
       if (stopped !== null) return stopped;
       const outcome = result && typeof result === "object" && (result.outcome === "skip" || result.outcome === "noop") ? result.outcome : null;
-      return { kind: "succeeded", id: job.id, outcome };
+      return { kind: "succeeded", id: job.id, attempt: job.attempts, outcome };
     } catch (error) {
       // A hand-back of a job asked to stop ends it cancelled all the same (the completion statement sees the request).
-      if (attempt.abortReason instanceof WorkerShutdownError) return { kind: "returned", id: job.id };
-      const stopped = stoppedCompletion(job.id, attempt);
+      if (attempt.abortReason instanceof WorkerShutdownError) return { kind: "returned", id: job.id, attempt: job.attempts };
+      const stopped = stoppedCompletion(job, attempt);
       if (stopped !== null) return stopped;
       return this.failure(job, definition, attempt.isAborted ? attempt.abortReason : error);
     } finally {
@@ -460,14 +491,14 @@ export class Worker {
       (error as { code?: unknown } | null)?.code === "non_retryable" ||
       job.attempts >= job.maxAttempts;
     const message = redactError(error);
-    if (terminal) return { kind: "failed", id: job.id, error: message };
+    if (terminal) return { kind: "failed", id: job.id, attempt: job.attempts, error: message };
     const policy = effectiveRetryPolicy(definition.retry, readStoredRetryPolicy(job.retryPolicy));
-    return { kind: "retry", id: job.id, error: message, delayMs: retryDelayMs(policy, job.attempts, this.random) };
+    return { kind: "retry", id: job.id, attempt: job.attempts, error: message, delayMs: retryDelayMs(policy, job.attempts, this.random) };
   }
 
   private handBack(job: ClaimedJob): void {
     this.summary.returned += 1;
-    this.batcher.add({ kind: "returned", id: job.id });
+    this.batcher.add({ kind: "returned", id: job.id, attempt: job.attempts });
   }
 
   private settle(job: ClaimedJob, definition: JobDefinition | undefined, completion: Completion, started: number): void {
@@ -476,7 +507,11 @@ export class Worker {
     this.active.delete(job.id);
     this.chores.delete(job.id);
     this.stops.ended(job.id);
-    if (entry.attempt.abortReason instanceof LeaseLostError) return;
+    if (entry.attempt.abortReason instanceof LeaseLostError) {
+      // Another attempt holds the job now: this one's end is still written, as a superseded attempt (never dropped).
+      this.batcher.add(completion);
+      return;
+    }
     count(this.summary, completion);
     const status = attemptStatus(completion);
     if (status === null) {
@@ -510,12 +545,89 @@ export class Worker {
     if (this.active.size === 0 && this.buffer.length === 0) this.batcher.flushNow();
   }
 
-  /** Jobs the reaper took back while this worker held them: running ones are aborted, buffered ones dropped. */
+  /** The attempts this worker holds, for its heartbeats: running, claimed and waiting for a slot, or ended with the result not yet written. */
+  private held(): HeldAttempt[] {
+    const held: HeldAttempt[] = [];
+    for (const { job } of this.active.values()) held.push({ id: job.id, attempt: job.attempts });
+    for (const job of this.buffer) held.push({ id: job.id, attempt: job.attempts });
+    for (const attempt of this.batcher.holding()) held.push(attempt);
+    return held;
+  }
+
+  /**
+   * After a failed claim (the database out of reach, or a statement refused),
+   * before claiming again: a heartbeat, which takes back this worker's jobs
+   * that the reaper returned to the queue meanwhile, then the results that
+   * wait here. Only then a claim: it could otherwise take back, as a new
+   * attempt, a job whose result waits here. Retried with the claim's backoff
+   * until both are written.
+   */
+  private async resync(): Promise<void> {
+    if (!this.claiming) {
+      this.claimRetryTimer = undefined;
+      return;
+    }
+    const ready = (await this.heartbeats.beatNow()) && (!this.batcher.stalled || (await this.batcher.retryNow()));
+    if (!this.claiming) {
+      this.claimRetryTimer = undefined;
+      return;
+    }
+    if (!ready) {
+      this.claimRetryTimer = setTimeout(() => void this.resync(), this.claimBackoff.next(MAX_RETRY_BACKOFF_MS));
+      return;
+    }
+    this.claimRetryTimer = undefined;
+    this.pump();
+  }
+
+  /**
+   * Writes now the results that wait behind a failed write, without their
+   * backoff, within `timeoutMs`: the scheduler of the same process calls it
+   * before a pass, so that a pass after an outage sees the jobs that ended
+   * during it as ended (an overlap policy's `skip` must not skip a slot for a
+   * job that finished while the database was out of reach).
+   */
+  async writeWaitingResults(timeoutMs: number): Promise<void> {
+    const deadline = performance.now() + timeoutMs;
+    while (this.batcher.stalled && this.inMode("starting", "running")) {
+      const left = deadline - performance.now();
+      if (left <= 0) return;
+      const written = await withinDeadline(this.batcher.retryNow(), left);
+      // A try that failed at once (the connection not back yet): the next one a moment later, within the deadline.
+      if (!written.done || !written.value) await new Promise((resolve) => setTimeout(resolve, Math.min(RESULTS_RETRY_MS, Math.max(0, deadline - performance.now()))));
+    }
+  }
+
+  /** Results the claim's fence turned away: logged, and an event for the metrics (src/db/sql/jobs.ts, settleLateCompletions). */
+  private lateResults(results: readonly LateCompletion[]): void {
+    for (const result of results) {
+      if (result.fate === "written") continue;
+      const fields = { jobId: result.id, job: result.jobName, attempt: result.attempt, jobAttempts: result.jobAttempts, jobStatus: result.jobStatus };
+      if (result.fate === "amended") {
+        this.log.info("a job ended while the database was out of reach for longer than the lease; its result now replaces the reaper's verdict", fields);
+      } else {
+        this.log.warn(
+          "a job's result arrived after its lease had lapsed and another attempt had claimed it (or it had ended otherwise): the job ran twice; this attempt's result is kept in cronledger.superseded_attempts",
+          fields,
+        );
+      }
+      this.deps.events.lateCompletion({
+        jobId: result.id,
+        jobName: result.jobName ?? "?",
+        attempt: result.attempt,
+        fate: result.fate,
+        jobAttempts: result.jobAttempts,
+        jobStatus: result.jobStatus,
+      });
+    }
+  }
+
+  /** Jobs another attempt holds now (the reaper took them back and someone claimed them): running ones are aborted, buffered ones dropped. */
   private lost(ids: readonly number[]): void {
     for (const id of ids) {
       const active = this.active.get(id);
       if (active) {
-        this.log.warn("a running job was reaped (stale heartbeat); aborting it here", { jobId: id, job: active.job.jobName });
+        this.log.warn("a running job was reaped (stale heartbeat) and claimed by another attempt; aborting it here", { jobId: id, job: active.job.jobName });
         active.attempt.abort(new LeaseLostError(id));
         continue;
       }
@@ -525,24 +637,20 @@ export class Worker {
   }
 
   private async shutdown(gracePeriodMs: number): Promise<WorkSummary> {
-    this.stopping = true;
+    this.setMode("stopping");
     this.stopTimers();
     await this.unlistenAll();
     for (const job of this.buffer.splice(0)) this.handBack(job);
     await Promise.all(this.claims);
 
     const running = () => Promise.all([...this.active.values()].map((entry) => entry.settled));
-    let graceTimer: NodeJS.Timeout | undefined;
-    const graceOver = new Promise<"timeout">((resolve) => (graceTimer = setTimeout(() => resolve("timeout"), gracePeriodMs)));
-    const ended = await Promise.race([running().then(() => "done" as const), graceOver, this.hurried.promise.then(() => "timeout" as const)]);
-    clearTimeout(graceTimer);
-    if (ended === "timeout" && this.active.size > 0) {
+    // The grace period, cut short by a second signal (hurry()).
+    const ended = await withinDeadline(running(), gracePeriodMs, this.hurried.promise);
+    if (!ended.done && this.active.size > 0) {
       this.log.warn("grace period over; aborting running jobs and returning them to the queue", { jobs: this.active.size, gracePeriodMs });
       const reason = new WorkerShutdownError(this.id);
       for (const entry of this.active.values()) entry.attempt.abort(reason);
-      let settleTimer: NodeJS.Timeout | undefined;
-      await Promise.race([running(), new Promise<void>((resolve) => (settleTimer = setTimeout(resolve, ABORT_SETTLE_MS)))]);
-      clearTimeout(settleTimer);
+      await withinDeadline(running(), ABORT_SETTLE_MS);
       // Handlers that ignore their signal are handed back anyway: this process is going away.
       for (const entry of [...this.active.values()]) {
         this.active.delete(entry.job.id);
@@ -563,6 +671,7 @@ export class Worker {
   }
 
   private stopTimers(): void {
+    this.stopWatchingHealth?.();
     clearInterval(this.pollTimer);
     this.stops.clear();
     clearTimeout(this.claimRetryTimer);
@@ -570,7 +679,7 @@ export class Worker {
   }
 
   private finish(): WorkSummary {
-    this.ended = true;
+    this.setMode("stopped");
     this.stopTimers();
     this.heartbeats.stop();
     this.batcher.close();

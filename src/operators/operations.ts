@@ -2,7 +2,7 @@
 // and stop, retry, pause, resume, run now, the chores' reap and prune) is a few lines of mapping rows to domain
 // types, and they share the entry and job shapes kept together here.
 import type { Database } from "../db/connection.js";
-import { reapStaleJobs, type ReapCounts } from "../db/sql/jobs.js";
+import { pruneSupersededAttempts, reapStaleJobs, type ReapCounts } from "../db/sql/jobs.js";
 import { ensureHistoryPartitions, pruneHistory } from "../db/sql/partitions.js";
 import { pauseEntry, resumeEntry } from "../db/sql/ledger.js";
 import { triggerEntry, type TriggerInput } from "../db/sql/trigger.js";
@@ -16,6 +16,7 @@ import type { JobDefinition } from "../jobs/define-job.js";
 import { describeRetryOverride, readStoredRetryPolicy } from "../jobs/retry-override.js";
 import type { Logger } from "../log.js";
 import { redact } from "../redact.js";
+import type { Tracing } from "../tracing.js";
 import { listFailures, type FailureFilter, type FailurePage } from "./failures.js";
 import { retryFailedJob, type RetriedJob } from "./retry-failed.js";
 
@@ -175,6 +176,8 @@ export interface OperationsOptions {
   readonly namespace: string;
   /** The stop grace workers give a handler asked to stop (createCronledger's `stopGrace`): reported with each stop request. */
   readonly stopGraceMs: number;
+  /** With the `tracing` option: a run-now is a producer span whose context its job stores (src/tracing.ts). */
+  readonly tracing?: Tracing | undefined;
 }
 
 const entryOf = (entry: EntryRef) => ({ identity: entry.identity, key: entry.key, jobName: entry.jobName });
@@ -287,7 +290,15 @@ export class Operations {
    * same id return the first one's job.
    */
   async trigger(entry: EntryRef, request: { readonly requestId: string; readonly by: string }, input: TriggerInput): Promise<TriggeredRun> {
-    const row = await triggerEntry(this.db, input);
+    const { tracing } = this.options;
+    const row =
+      tracing === undefined
+        ? await triggerEntry(this.db, input)
+        : await tracing.send(
+            { operation: "trigger", jobs: [input], scheduleKey: input.key },
+            (traceContextJson) => triggerEntry(this.db, { ...input, traceContextJson }),
+            (made) => (made.job_id !== null ? [{ id: made.job_id, created: true }] : made.existing_id !== null ? [{ id: made.existing_id, created: false }] : []),
+          );
     let jobId = row.existing_id ?? row.job_id;
     // Two requests with the same id at the same moment: the second's insert met the first's key; its job is the first's.
     if (jobId === null && row.skip_reason === null) jobId = (await jobsByIdempotencyKey(this.db, [input.jobName], [input.idempotencyKey]))[0]?.id ?? null;
@@ -344,11 +355,14 @@ export class Operations {
   /**
    * Takes back running jobs whose heartbeat is older than the lease:
    * requeued while they have attempts left (the lost attempt counts), failed
-   * otherwise (reapStaleJobs in src/db/sql/jobs.ts).
+   * otherwise (reapStaleJobs in src/db/sql/jobs.ts). The jobs of
+   * `sparedWorkers` (the live workers of the calling process) are never
+   * taken: a process knows its own workers hold them, whatever their
+   * heartbeats said while the database was out of reach.
    */
-  async reap(now?: Date): Promise<ReapReport> {
+  async reap(now?: Date, sparedWorkers: readonly string[] = []): Promise<ReapReport> {
     const { leaseMs } = this.options;
-    const report = await reapStaleJobs(this.db, leaseMs, now);
+    const report = await reapStaleJobs(this.db, leaseMs, { now, sparedWorkers });
     if (report.requeued + report.failed > 0) {
       this.options.logger.warn("reaped jobs whose worker stopped heartbeating", { requeued: report.requeued, failed: report.failed, leaseMs });
       this.options.events.jobsReaped(report);
@@ -389,6 +403,8 @@ export class Operations {
     const { retention } = this.options;
     await ensureHistoryPartitions(this.db);
     const { rows: removed } = await pruneHistory(this.db, { succeededMs: retention.succeededMs, failedMs: retention.failedMs, batchSize: retention.batchSize, now });
+    // An attempt superseded by another is kept as long as its job's history could be.
+    await pruneSupersededAttempts(this.db, Math.max(retention.succeededMs, retention.failedMs), now);
     this.options.events.pruned({ table: "jobs", rows: removed });
     return removed;
   }

@@ -1,3 +1,5 @@
+import { describeDatabaseError } from "../db/diagnose.js";
+import { ChoreFailedError } from "../errors.js";
 import { defineJob, type JobDefinition } from "../jobs/define-job.js";
 import type { ScheduleEntry } from "../schedule/define-schedule.js";
 import type { ResolvedChores } from "./chore-options.js";
@@ -29,7 +31,12 @@ export function choreSchedule(host: ChoreHost, chores: ResolvedChores): { jobs: 
       retry: "maintenance",
       timeout,
       run: async () => {
-        await run();
+        try {
+          await run();
+        } catch (error) {
+          // Not the error itself: drizzle's wrapper carries the statement, text and parameters (src/db/diagnose.ts).
+          throw new ChoreFailedError(name, describeDatabaseError(error));
+        }
       },
     });
   const reap = chore(REAP_JOB, "1m", () => host.reap());

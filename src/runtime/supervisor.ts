@@ -31,6 +31,11 @@ const MIN_TICK_SLEEP_MS = 5;
  */
 const MAX_RESTART_BACKOFF_MS = 2_000;
 const restartBackoff = () => new Backoff({ initialMs: 250, factor: 2, maxMs: MAX_RESTART_BACKOFF_MS });
+/**
+ * Before a pass, the results this process's worker could not write (the database was out of reach) are
+ * written first, waiting at most this long: the pass decides overlap policies on the jobs it sees live.
+ */
+const RESULTS_BEFORE_PASS_MS = 2_000;
 
 /** setTimeout that ends early when `signal` aborts. */
 function sleep(ms: number, signal: AbortSignal): Promise<void> {
@@ -139,12 +144,18 @@ export class Supervisor {
     const signal = this.stopping.signal;
     const { maxTickMs } = this.options;
     const backoff = restartBackoff();
+    // When the database comes back (any part of this process sees it), a pass waiting out a long backoff goes at once.
+    let wake = new AbortController();
+    const stopWaking = this.host.health.whenBack(() => wake.abort());
     while (!signal.aborted) {
       let delay: number;
+      // A job that ended while the database was out of reach must not hold back its entry's next slot (overlap: skip).
+      await this.worker?.writeWaitingResults(RESULTS_BEFORE_PASS_MS);
       const sent = this.host.health.sent();
       try {
         const report = await this.host.tick();
-        sent.succeeded();
+        // A pass with nothing due is a clock read: it says the server answers, not that cronledger's tables are there.
+        sent.succeeded({ readsTables: false });
         backoff.reset();
         const untilNext = report.nextFireAt === null ? maxTickMs : report.nextFireAt.getTime() - report.now.getTime() + TICK_MARGIN_MS;
         delay = Math.min(maxTickMs, Math.max(MIN_TICK_SLEEP_MS, untilNext));
@@ -152,8 +163,10 @@ export class Supervisor {
         delay = backoff.next(retryCapMs(error, MAX_RESTART_BACKOFF_MS));
         logFailure(this.host.logger, "error", "scheduler tick failed; retrying", { attempt: backoff.attempts, retryInMs: delay }, error, sent);
       }
-      await sleep(delay, signal);
+      if (!wake.signal.aborted) await sleep(delay, AbortSignal.any([signal, wake.signal]));
+      wake = new AbortController();
     }
+    stopWaking();
   }
 
   private async runWorkers(first: Worker): Promise<void> {

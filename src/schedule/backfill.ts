@@ -1,6 +1,7 @@
 import type { Executor } from "../db/executor.js";
 import { backfillSlots, type BackfillRow } from "../db/sql/backfill.js";
 import { BackfillTooLargeError, InvalidArgumentError } from "../errors.js";
+import type { Tracing } from "../tracing.js";
 import { DAY, zoneFor } from "./civil-time.js";
 import { backfillIdempotencyKey } from "./identity.js";
 import { slotCalendar } from "./slot-calendar.js";
@@ -144,24 +145,33 @@ export function describeSlot(entry: ResolvedEntry, slotMs: number, utcCalendar =
 }
 
 /** Plans and runs (or, dry, lists) a backfill of `entry` in one statement. */
-export async function runBackfill(executor: Executor, namespace: string, entry: ResolvedEntry, options: BackfillOptions): Promise<BackfillResult> {
+export async function runBackfill(executor: Executor, namespace: string, entry: ResolvedEntry, options: BackfillOptions, tracing?: Tracing): Promise<BackfillResult> {
   const fromMs = instant(options.from, "from");
   const toMs = instant(options.to, "to");
   const { slots, omitted } = planBackfill(entry, fromMs, toMs, options);
   const dryRun = options.dryRun ?? false;
+  const input = {
+    ledgerKey: entry.ledgerKey,
+    jobName: entry.jobName,
+    queue: entry.queue,
+    payloadJson: entry.payloadJson,
+    priority: entry.priority,
+    maxAttempts: entry.maxAttempts ?? entry.job.retry.maxAttempts,
+    slots: slots.map((slotMs) => ({ slotMs, idempotencyKey: backfillIdempotencyKey(namespace, entry.identity, slotMs) })),
+    dryRun,
+  };
+  // With tracing, a backfill that writes is one producer span; its context is stored with every job it makes.
+  const write = (traceContextJson: string | null) => backfillSlots(executor, { ...input, traceContextJson });
   const rows =
     slots.length === 0
       ? []
-      : await backfillSlots(executor, {
-          ledgerKey: entry.ledgerKey,
-          jobName: entry.jobName,
-          queue: entry.queue,
-          payloadJson: entry.payloadJson,
-          priority: entry.priority,
-          maxAttempts: entry.job.retry.maxAttempts,
-          slots: slots.map((slotMs) => ({ slotMs, idempotencyKey: backfillIdempotencyKey(namespace, entry.identity, slotMs) })),
-          dryRun,
-        });
+      : tracing === undefined || dryRun
+        ? await write(null)
+        : await tracing.send(
+            { operation: "backfill", jobs: slots.map(() => entry), scheduleKey: entry.ledgerKey },
+            write,
+            (made) => made.flatMap((row) => (row.outcome === "enqueued" && row.job_id !== null ? [{ id: row.job_id, created: true }] : [])),
+          );
   const utc = slotCalendar(entry.cron);
   const described = rows.map((row) => ({ slot: new Date(row.slot_ms), ...describeSlot(entry, row.slot_ms, utc), outcome: row.outcome, jobId: row.job_id }));
   const ledgerMs = rows[0]?.ledger_ms ?? null;

@@ -2,8 +2,8 @@ import { quarantineEntry } from "../db/sql/ledger.js";
 import { rootMessage } from "../db/transient.js";
 import { hasStatementConflict, isCancelled, isLockTimeout } from "../error-chain.js";
 import { redact } from "../redact.js";
-import { expectedDueSlot, planInstant, type Plan } from "./plan.js";
-import { outcome, type PassResult, type TickContext } from "./pass.js";
+import { expectedDueSlot, planInstant } from "./plan.js";
+import { outcome, type Findings, type Pass } from "./pass.js";
 import type { ResolvedEntry } from "./validate.js";
 
 /**
@@ -12,7 +12,8 @@ import type { ResolvedEntry } from "./validate.js";
  * backoff), quarantined (their own statement failed for good, or a fourth
  * time; the deferral is kept in their ledger row, so every replica honours
  * it) and locked (another session holds their ledger row). All stay due;
- * src/schedule/tick.ts decides when, these record it.
+ * src/schedule/tick.ts decides when; these record it in the pass's memory
+ * and return what the pass reports (Findings).
  */
 
 /** How long a quarantined entry stays out of the pass before it is tried again. */
@@ -47,18 +48,18 @@ export interface LockedEntry {
  * it without waiting until the lock goes. It stays due, and fires once on
  * the first pass after the lock is released.
  */
-export function lockedRow(context: TickContext, held: LockedEntry, nowMs: number, into: PassResult, upcoming: { ms: number }): void {
-  const { memory, logger } = context;
+export function lockedRow(pass: Pass, held: LockedEntry, nowMs: number): Findings {
+  const { memory, context } = pass;
+  const { logger } = context;
   const { entry } = held;
-  into.locked.push(outcome(entry, held.slotMs));
+  const found = { locked: [outcome(entry, held.slotMs)], upcomingMs: nowMs + LOCKED_RETRY_MS };
   memory.deferred.set(entry.ledgerKey, nowMs + LOCKED_RETRY_MS);
-  upcoming.ms = Math.min(upcoming.ms, nowMs + LOCKED_RETRY_MS);
   let seen = memory.locked.get(entry.ledgerKey);
   if (seen === undefined) {
     seen = { sinceMs: nowMs, warnedAtMs: undefined };
     memory.locked.set(entry.ledgerKey, seen);
   }
-  if (seen.warnedAtMs !== undefined && nowMs - seen.warnedAtMs < LOCKED_WARNING_INTERVAL_MS) return;
+  if (seen.warnedAtMs !== undefined && nowMs - seen.warnedAtMs < LOCKED_WARNING_INTERVAL_MS) return found;
   seen.warnedAtMs = nowMs;
   logger.warn("ledger row is held locked by another session (an open transaction?); its entry is skipped until the lock goes, the other entries still fire", {
     job: entry.jobName,
@@ -67,6 +68,7 @@ export function lockedRow(context: TickContext, held: LockedEntry, nowMs: number
     ledgerKey: entry.ledgerKey,
     lockedSince: new Date(seen.sinceMs).toISOString(),
   });
+  return found;
 }
 
 /**
@@ -87,21 +89,16 @@ export function isRetryableEntryFailure(error: unknown): boolean {
  * the fourth failure in a row, or any failure a retry cannot fix, quarantines
  * it with the entry named in the reason. A claim of one of its slots clears both.
  */
-export async function setAside(context: TickContext, plan: Plan, entry: ResolvedEntry, error: unknown, into: PassResult, upcoming: { ms: number }): Promise<void> {
-  const { memory } = context;
+export async function setAside(pass: Pass, entry: ResolvedEntry, error: unknown): Promise<Findings> {
+  const { memory, plan } = pass;
   const failures = (memory.suspects.get(entry.ledgerKey)?.failures ?? 0) + 1;
   memory.suspects.set(entry.ledgerKey, { failures });
-  if (!isRetryableEntryFailure(error) || failures > SET_ASIDE_RETRIES) {
-    await quarantine(context, plan, entry, error, into);
-    return;
-  }
+  if (!isRetryableEntryFailure(error) || failures > SET_ASIDE_RETRIES) return quarantine(pass, entry, error);
   const retryAtMs = planInstant(plan) + setAsideDelayMs(failures);
   memory.deferred.set(entry.ledgerKey, retryAtMs);
-  upcoming.ms = Math.min(upcoming.ms, retryAtMs);
   const slot = expectedDueSlot(entry, plan);
   const set = { ...outcome(entry, slot), error: redact(rootMessage(error)), retryAt: new Date(retryAtMs), failures };
-  into.setAside.push(set);
-  context.logger.warn("schedule entry set aside: its own statement failed with a retryable error; the other entries fired, it is retried alone", {
+  pass.context.logger.warn("schedule entry set aside: its own statement failed with a retryable error; the other entries fired, it is retried alone", {
     job: entry.jobName,
     identity: entry.identity,
     ledgerKey: entry.ledgerKey,
@@ -110,6 +107,7 @@ export async function setAside(context: TickContext, plan: Plan, entry: Resolved
     failures,
     error: set.error,
   });
+  return { setAside: [set], upcomingMs: retryAtMs };
 }
 
 /**
@@ -119,7 +117,8 @@ export async function setAside(context: TickContext, plan: Plan, entry: Resolved
  * process caches the instant. If even that write fails, the deferral is
  * only this process's.
  */
-export async function quarantine(context: TickContext, plan: Plan, entry: ResolvedEntry, error: unknown, into: PassResult): Promise<void> {
+export async function quarantine(pass: Pass, entry: ResolvedEntry, error: unknown): Promise<Findings> {
+  const { context, plan } = pass;
   const reason = redact(rootMessage(error));
   const slot = expectedDueSlot(entry, plan);
   let stored: { until_ms: number; count: number } | undefined;
@@ -148,7 +147,7 @@ export async function quarantine(context: TickContext, plan: Plan, entry: Resolv
     failures: quarantined.count,
     error: quarantined.error,
   });
-  into.quarantined.push(quarantined);
   context.memory.deferred.set(entry.ledgerKey, untilMs);
   context.memory.quarantined.add(entry.ledgerKey);
+  return { quarantined: [quarantined] };
 }

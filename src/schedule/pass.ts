@@ -1,14 +1,20 @@
 import type { Executor } from "../db/executor.js";
+import type { Taken } from "../db/sql/dynamic.js";
+import type { DynamicTake, EntryJob, PassEntry } from "../db/sql/ledger.js";
 import type { SlotOutcome, TickReport } from "../events.js";
 import type { Logger } from "../log.js";
-import type { FireMemo } from "./plan.js";
+import type { FireMemo, Plan } from "./plan.js";
 import type { ResolvedEntry } from "./validate.js";
 
 /**
- * The words of one scheduler pass that its parts share: what the pass is
- * given (TickContext), what it remembers between passes (TickMemory) and
- * what it gathers while it runs (PassResult). src/schedule/tick.ts runs the
- * pass; src/schedule/deferrals.ts records the entries it leaves for later.
+ * One scheduler pass as one object (Pass): what it is given (PassContext),
+ * what it remembers between passes (TickMemory, the Scheduler's), the plan
+ * of the statement it is running, and what it found (its results and the
+ * earliest instant a later pass is asked for). The Scheduler
+ * (src/schedule/scheduler.ts) makes one per tick; src/schedule/tick.ts runs
+ * it; its helpers (src/schedule/deferrals.ts, tick.ts's statement parts)
+ * take it and return what they found (Findings), which only the pass adds
+ * to its results.
  */
 
 export interface TickOptions {
@@ -51,7 +57,7 @@ export interface TickMemory {
   horizon?: { readonly entries: readonly ResolvedEntry[]; readonly earliestMs: number } | undefined;
 }
 
-export interface TickContext {
+export interface PassContext {
   readonly executor: Executor;
   /** Counts the statements sent (cronledger's own connection counts every one). */
   readonly statements: { readonly count: number };
@@ -61,9 +67,83 @@ export interface TickContext {
   readonly memory: TickMemory;
   /** The pass statement's timeout (the executor cancels it), for the error that names it. */
   readonly passTimeoutMs?: number;
+  /** The dynamic entries the pass's first statement takes (src/schedule/dynamic-entry.ts); undefined: none. */
+  readonly dynamic?: DynamicTake | undefined;
+  /** With the `tracing` option: the trace context to store with the jobs a statement inserts (src/tracing.ts, `pass`). */
+  readonly traceContext?: (() => string | null) | undefined;
 }
 
 export type PassResult = { -readonly [K in keyof Omit<TickReport, "now" | "nextFireAt" | "statements" | "attempts">]: TickReport[K] };
+
+/** What one part of a pass found: outcomes to add to its report, and the earliest instant it asks a later pass for. */
+export type Findings = { readonly [K in keyof PassResult]?: PassResult[K] } & { readonly upcomingMs?: number };
+
+const NOTHING: Findings = {};
+
+export class Pass {
+  /** The fixed instant of `tick({ now })`; null for the database clock. */
+  readonly exactMs: number | null;
+  /** The plan of the statements running now (src/schedule/plan.ts); a pass plans again when the clock it reads is off. */
+  plan: Plan;
+  private result: PassResult = emptyResult();
+  private upcomingMs = Number.POSITIVE_INFINITY;
+  /**
+   * The dynamic entries this pass took (its first statement that succeeded
+   * took them), until they are fired and released. Kept across a retried
+   * attempt: taken rows are leased to this pass, no statement takes them again.
+   */
+  taken: Taken | undefined;
+
+  constructor(
+    readonly context: PassContext,
+    options: TickOptions,
+  ) {
+    this.exactMs = options.now?.getTime() ?? null;
+    this.plan = { lowMs: 0, highMs: 0, exactMs: this.exactMs, entries: [] };
+  }
+
+  get memory(): TickMemory {
+    return this.context.memory;
+  }
+
+  /** Starts an attempt afresh: a retried pass reports only what its last attempt found. */
+  begin(): void {
+    this.result = emptyResult();
+    this.upcomingMs = Number.POSITIVE_INFINITY;
+  }
+
+  /** What the first statement still to run takes of the dynamic entries: nothing once this pass took them. */
+  takeInput(): DynamicTake | null {
+    return this.taken === undefined ? (this.context.dynamic ?? null) : null;
+  }
+
+  /** What this pass found so far, as findings another pass can record (a pass over the dynamic entries, recorded by the tick's). */
+  findings(): Findings {
+    return { ...this.result, upcomingMs: this.upcomingMs };
+  }
+
+  /** Adds what a part of the pass found to its results. */
+  record(found: Findings = NOTHING): void {
+    const result = this.result;
+    if (found.created !== undefined) result.created += found.created;
+    if (found.upcomingMs !== undefined) this.upcomingMs = Math.min(this.upcomingMs, found.upcomingMs);
+    for (const key of OUTCOME_LISTS) {
+      const items = found[key];
+      if (items !== undefined && items.length > 0) (result[key] as unknown[]).push(...items);
+    }
+  }
+
+  /** The pass's report: its clock, what it found, and its next fire (the earliest of `earliestMs` and what its parts asked for). */
+  report(nowMs: number, earliestMs: number): Omit<TickReport, "statements" | "attempts"> {
+    const next = Math.min(earliestMs, this.upcomingMs);
+    return { now: new Date(nowMs), ...this.result, nextFireAt: Number.isFinite(next) ? new Date(next) : null };
+  }
+}
+
+const OUTCOME_LISTS = ["enqueued", "lostRace", "skippedStale", "skipped", "quarantined", "setAside", "locked", "repaired"] as const satisfies readonly Exclude<
+  keyof PassResult,
+  "created"
+>[];
 
 export function emptyResult(): PassResult {
   return { enqueued: [], lostRace: [], skippedStale: [], skipped: [], quarantined: [], setAside: [], locked: [], repaired: [], created: 0 };
@@ -71,4 +151,27 @@ export function emptyResult(): PassResult {
 
 export function outcome(entry: ResolvedEntry, slotMs: number): SlotOutcome {
   return { identity: entry.identity, key: entry.ledgerKey, jobName: entry.jobName, slot: new Date(slotMs) };
+}
+
+/**
+ * An entry as the statements that fire it take it: its ledger key, its
+ * job's name, queue, payload, priority and attempts, its overlap policy.
+ * The one mapping, used by the pass (passEntry) and by a run-now
+ * (src/cronledger.ts, trigger).
+ */
+export function entryJob(entry: ResolvedEntry): EntryJob {
+  return {
+    key: entry.ledgerKey,
+    jobName: entry.jobName,
+    queue: entry.queue,
+    payloadJson: entry.payloadJson,
+    priority: entry.priority,
+    maxAttempts: entry.maxAttempts ?? entry.job.retry.maxAttempts,
+    overlap: entry.overlap,
+  };
+}
+
+/** An entry as the pass's statement takes it: entryJob with its catch-up window and the ledger value this process last saw of it. */
+export function passEntry(entry: ResolvedEntry, knownLedgerMs: number | null): PassEntry {
+  return { ...entryJob(entry), catchUpWindowMs: entry.catchUpWindowMs, knownLedgerMs };
 }

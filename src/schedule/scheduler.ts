@@ -8,10 +8,12 @@ import type { ScheduleProblem } from "../errors.js";
 import type { CronledgerEvents, TickReport } from "../events.js";
 import type { JobDefinition } from "../jobs/define-job.js";
 import type { Logger } from "../log.js";
-import type { TickMemory, TickOptions } from "./pass.js";
+import type { Tracing } from "../tracing.js";
+import { Pass, type TickMemory, type TickOptions } from "./pass.js";
 import { runBackfill, type BackfillOptions, type BackfillResult } from "./backfill.js";
 import { findEntry } from "./find-entry.js";
-import { runTick } from "./tick.js";
+import { dynamicLedgerNamespace } from "./dynamic-entry.js";
+import { DYNAMIC_LEASE_MS, DYNAMIC_TAKE_LIMIT, runTick } from "./tick.js";
 import { loadSchedule, resolveSchedule, type ResolvedEntry } from "./validate.js";
 
 /** A schedule entry that failed validation and does not run (`invalidEntries: "quarantine"`), with every problem found in it. */
@@ -99,6 +101,8 @@ export interface SchedulerOptions {
   readonly events: CronledgerEvents;
   /** The pass statement is cancelled after this long (src/db/statement-timeout.ts). */
   readonly passTimeoutMs: number;
+  /** With the `tracing` option: passes and backfills as spans, their trace context stored with their jobs (src/tracing.ts). */
+  readonly tracing?: Tracing | undefined;
 }
 
 /**
@@ -124,8 +128,10 @@ export class Scheduler {
   /** The passes' executor: cronledger's database, with the pass timeout. */
   private readonly passExecutor: Executor;
   private readonly passTimeoutMs: number;
+  private readonly tracing: Tracing | undefined;
 
   constructor(options: SchedulerOptions) {
+    this.tracing = options.tracing;
     this.database = options.database;
     this.namespace = options.namespace;
     this.logger = options.logger;
@@ -149,18 +155,24 @@ export class Scheduler {
   /** One pass at `now` (default: the database clock), over the app's entries and, with `chores`, the chores. */
   async tick(options: TickOptions, chores: boolean): Promise<TickReport> {
     const started = performance.now();
-    const report = await runTick(
-      {
-        executor: this.passExecutor,
-        passTimeoutMs: this.passTimeoutMs,
-        statements: this.database.statements,
-        entries: chores ? [...this.entries, ...this.choreEntries] : this.entries,
-        namespace: this.namespace,
-        logger: this.logger,
-        memory: this.memory,
-      },
-      options,
-    );
+    const pass = (traceContext?: () => string | null) =>
+      runTick(
+        new Pass(
+          {
+            executor: this.passExecutor,
+            passTimeoutMs: this.passTimeoutMs,
+            statements: this.database.statements,
+            entries: chores ? [...this.entries, ...this.choreEntries] : this.entries,
+            namespace: this.namespace,
+            logger: this.logger,
+            memory: this.memory,
+            dynamic: { namespace: this.namespace, ledgerNamespace: dynamicLedgerNamespace(this.namespace), limit: DYNAMIC_TAKE_LIMIT, leaseMs: DYNAMIC_LEASE_MS },
+            traceContext,
+          },
+          options,
+        ),
+      );
+    const report = await (this.tracing === undefined ? pass() : this.tracing.pass(pass));
     this.events.tickCompleted(report, (performance.now() - started) / 1000);
     return report;
   }
@@ -194,9 +206,9 @@ export class Scheduler {
    * them (`dryRun`): src/schedule/backfill.ts. Never a slot that already has
    * a job, nor one after the ledger (the ticker's).
    */
-  async backfill(name: string, options: BackfillOptions): Promise<BackfillResult> {
-    const entry = findEntry(this.entries, name);
-    const result = await runBackfill(this.database.db, this.namespace, entry, options);
+  async backfill(name: string | ResolvedEntry, options: BackfillOptions): Promise<BackfillResult> {
+    const entry = typeof name === "string" ? findEntry(this.entries, name) : name;
+    const result = await runBackfill(this.database.db, this.namespace, entry, options, this.tracing);
     if (!result.dryRun) {
       this.logger.info("backfilled an entry's missed slots", {
         entry: entry.entryKey ?? entry.jobName,

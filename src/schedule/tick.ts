@@ -4,6 +4,7 @@
 // Planning (which entries, which slots) is pure and lives in src/schedule/plan.ts.
 import { diagnoseDatabaseError } from "../db/diagnose.js";
 import { isConnectionLoss } from "../db/health.js";
+import { releaseDynamic, type Release } from "../db/sql/dynamic.js";
 import { runPass, type PassRow } from "../db/sql/ledger.js";
 import { isTransientDatabaseError, rootMessage } from "../db/transient.js";
 import { Backoff } from "../backoff.js";
@@ -13,7 +14,8 @@ import { redact } from "../redact.js";
 import type { SkipReason, TickReport } from "../events.js";
 import { isRetryableEntryFailure, LOCK_WAIT_MS, lockedRow, OTHER_LOCK_WAIT_MS, setAside, type LockedEntry } from "./deferrals.js";
 import { slotIdempotencyKey } from "./identity.js";
-import { emptyResult, outcome, type PassResult, type TickContext, type TickOptions } from "./pass.js";
+import { takenEntry } from "./dynamic-entry.js";
+import { outcome, Pass, passEntry, type Findings, type PassContext, type TickMemory } from "./pass.js";
 import { candidateSlots, earliestFire, expectedDueSlot, fireTime, nextFireAfter, planInstant, planPass, type Plan } from "./plan.js";
 import type { ResolvedEntry } from "./validate.js";
 
@@ -41,12 +43,13 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
  * write is guarded by the ledger value it read, so a retry after an
  * unacknowledged commit finds the slot already claimed and adds nothing.
  */
-export async function runTick(context: TickContext, options: TickOptions = {}): Promise<TickReport> {
+export async function runTick(pass: Pass): Promise<TickReport> {
+  const { context } = pass;
   const statementsBefore = context.statements.count;
   const backoff = retryBackoff();
   for (let attempt = 1; ; attempt += 1) {
     try {
-      const report = await tickOnce(context, options);
+      const report = await tickOnce(pass);
       return { ...report, statements: context.statements.count - statementsBefore, attempts: attempt };
     } catch (error) {
       const phaseError = error instanceof PhaseError ? error : new PhaseError("pass", undefined, error);
@@ -72,23 +75,22 @@ export async function runTick(context: TickContext, options: TickOptions = {}): 
   }
 }
 
-async function tickOnce(context: TickContext, options: TickOptions): Promise<Omit<TickReport, "statements" | "attempts">> {
-  const { memory } = context;
-  const result = emptyResult();
-  const upcoming = { ms: Number.POSITIVE_INFINITY };
-  const exactMs = options.now?.getTime() ?? null;
+async function tickOnce(pass: Pass): Promise<Omit<TickReport, "statements" | "attempts">> {
+  pass.begin();
+  const { context, memory, exactMs } = pass;
   const horizon = memory.horizon?.entries === context.entries ? memory.horizon : undefined;
   const plan = (estimateMs: number, horizonMs?: number) =>
     watchQuarantined(context, planPass({ entries: context.entries, memo: memory.memo, deferredUntil: memory.deferred, exactMs, estimateMs, horizonMs }));
-  let current = plan(Date.now() + (memory.clockOffsetMs ?? 0), horizon?.earliestMs);
-  let planned = current.entries.length;
-  let nowMs = await runPlan(context, current, result, upcoming);
-  if (nowMs < current.lowMs || nowMs > current.highMs) {
+  pass.plan = plan(Date.now() + (memory.clockOffsetMs ?? 0), horizon?.earliestMs);
+  let planned = pass.plan.entries.length;
+  let nowMs = await runPlan(pass);
+  if (nowMs < pass.plan.lowMs || nowMs > pass.plan.highMs) {
     // The database clock was not where this process expected: plan again at the clock it read, looking at every entry.
-    current = plan(nowMs);
-    planned += current.entries.length;
-    nowMs = await runPlan(context, current, result, upcoming);
+    pass.plan = plan(nowMs);
+    planned += pass.plan.entries.length;
+    nowMs = await runPlan(pass);
   }
+  pass.record({ upcomingMs: await runDynamic(pass, nowMs) });
   for (const [key, until] of memory.deferred) {
     if (until > nowMs) continue;
     memory.deferred.delete(key);
@@ -97,8 +99,7 @@ async function tickOnce(context: TickContext, options: TickOptions): Promise<Omi
   // A pass that looked at no entry changed nothing: the horizon holds, and the earliest fire needs no look at each entry either.
   const earliest = planned === 0 && horizon !== undefined ? { earliestMs: horizon.earliestMs, complete: true } : earliestFire({ entries: context.entries, memo: memory.memo, deferredUntil: memory.deferred });
   memory.horizon = earliest.complete ? { entries: context.entries, earliestMs: earliest.earliestMs } : undefined;
-  const next = Math.min(earliest.earliestMs, upcoming.ms);
-  return { now: new Date(nowMs), ...result, nextFireAt: Number.isFinite(next) ? new Date(next) : null };
+  return pass.report(nowMs, earliest.earliestMs);
 }
 
 /**
@@ -108,12 +109,73 @@ async function tickOnce(context: TickContext, options: TickOptions): Promise<Omi
  * of when each replica's cached instant comes. Nothing is added when no
  * quarantine is cached, so the idle pass stays a bare clock read.
  */
-function watchQuarantined(context: TickContext, plan: Plan): Plan {
+function watchQuarantined(context: PassContext, plan: Plan): Plan {
   const { quarantined } = context.memory;
   if (quarantined.size === 0) return plan;
   const planned = new Set(plan.entries.map((entry) => entry.ledgerKey));
   const watched = context.entries.filter((entry) => quarantined.has(entry.ledgerKey) && !planned.has(entry.ledgerKey));
   return watched.length === 0 ? plan : { ...plan, entries: [...plan.entries, ...watched] };
+}
+
+/** What the statements of a pass's part left for later, and the clock the last of them read. */
+interface Ran {
+  readonly nowMs: number;
+  /** Entries whose ledger row another session held. */
+  readonly locked: readonly LockedEntry[];
+}
+
+/** A statement's Ran, with the entries a light statement found paused and left alone (runEntries runs them again in the full one). */
+interface Statement extends Ran {
+  readonly paused: readonly ResolvedEntry[];
+}
+
+/** Dynamic entries a pass takes at most (src/db/sql/dynamic.ts); a pass that took this many asks for the next pass at once. */
+export const DYNAMIC_TAKE_LIMIT = 5_000;
+/** How long taken entries are the taking replica's: past it (the replica died mid-pass), they are due again for every replica. */
+export const DYNAMIC_LEASE_MS = 30_000;
+/** While dynamic entries are stored, a replica passes at least this often, so an entry another process upserts is seen soon. */
+export const DYNAMIC_POLL_MS = 1_000;
+
+/**
+ * The dynamic entries the pass's first statement took: fired by the same
+ * machinery as the static entries (runPlan, on a pass of their own whose
+ * memory is what the take read of their ledger rows, so the replica keeps
+ * nothing of them afterwards), then released in one statement with each
+ * one's next fire. Two statements whatever the number taken, none when
+ * nothing was. Returns the earliest instant the next pass is wanted for them.
+ */
+async function runDynamic(pass: Pass, nowMs: number): Promise<number> {
+  const taken = pass.taken;
+  if (taken === undefined || pass.context.dynamic === undefined) return Number.POSITIVE_INFINITY;
+  const stored = taken.next_ms !== null || taken.rows.length > 0;
+  const pollMs = stored ? nowMs + DYNAMIC_POLL_MS : Number.POSITIVE_INFINITY;
+  const wantedMs = Math.min(pollMs, taken.next_ms ?? Number.POSITIVE_INFINITY, taken.rows.length >= pass.context.dynamic.limit ? nowMs : Number.POSITIVE_INFINITY);
+  if (taken.rows.length === 0) return wantedMs;
+  const { namespace, ledgerNamespace } = pass.context.dynamic;
+  const memory: TickMemory = { memo: new Map(), deferred: new Map(), quarantined: new Set(), suspects: new Map(), paused: new Set(), locked: new Map(), clockOffsetMs: undefined };
+  const resolved = taken.rows.map((row, index) => ({ row, entry: takenEntry(row, namespace, index) }));
+  const entries = resolved.flatMap(({ entry }) => (entry === undefined ? [] : [entry]));
+  for (const { row, entry } of resolved) {
+    if (entry === undefined) continue;
+    if (row.ledger_ms !== null) memory.memo.set(entry.ledgerKey, { ledgerMs: row.ledger_ms, nextFireMs: nextFireAfter(entry, row.ledger_ms) });
+    if (row.paused) memory.paused.add(entry.ledgerKey);
+    if (row.quarantined_until_ms !== null && row.quarantined_until_ms > nowMs) memory.deferred.set(entry.ledgerKey, row.quarantined_until_ms);
+  }
+  const sub = new Pass({ ...pass.context, namespace: ledgerNamespace, entries, memory, dynamic: undefined }, pass.exactMs === null ? {} : { now: new Date(pass.exactMs) });
+  sub.taken = { rows: [], next_ms: null };
+  sub.plan = planPass({ entries, memo: memory.memo, deferredUntil: memory.deferred, exactMs: pass.exactMs, estimateMs: nowMs });
+  if (sub.plan.entries.length > 0) await runPlan(sub);
+  pass.record(sub.findings());
+  const releases: Release[] = resolved.map(({ row, entry }) => {
+    // A row this process cannot read (never, as upsert validates it) waits an hour rather than being taken by every pass.
+    if (entry === undefined) return { key: row.key, ledgerKey: `${ledgerNamespace}|${row.key}`, version: row.version, nextFireMs: nowMs + 3_600_000 };
+    const seen = memory.memo.get(entry.ledgerKey);
+    const next = Math.max(seen?.nextFireMs ?? nextFireAfter(entry, nowMs), memory.deferred.get(entry.ledgerKey) ?? Number.NEGATIVE_INFINITY);
+    return { key: row.key, ledgerKey: entry.ledgerKey, version: row.version, nextFireMs: Number.isFinite(next) ? next : null };
+  });
+  await releaseDynamic(pass.context.executor, namespace, releases);
+  pass.taken = { rows: [], next_ms: taken.next_ms };
+  return Math.min(wantedMs, ...releases.map((release) => release.nextFireMs ?? Number.POSITIVE_INFINITY));
 }
 
 /**
@@ -127,21 +189,18 @@ function watchQuarantined(context: TickContext, plan: Plan): Plan {
  * locked and skipped until the lock goes, while every other entry has fired
  * in the first statement.
  */
-async function runPlan(context: TickContext, plan: Plan, into: PassResult, upcoming: { ms: number }): Promise<number> {
-  const { memory } = context;
-  const first = await runSuspectsApart(context, plan, into, upcoming);
+async function runPlan(pass: Pass): Promise<number> {
+  const { memory } = pass;
+  const first = await runSuspectsApart(pass);
   const fresh = first.locked.filter(({ entry }) => !memory.locked.has(entry.ledgerKey));
-  for (const held of first.locked) if (memory.locked.has(held.entry.ledgerKey)) lockedRow(context, held, first.nowMs, into, upcoming);
+  for (const held of first.locked) if (memory.locked.has(held.entry.ledgerKey)) pass.record(lockedRow(pass, held, first.nowMs));
   if (fresh.length === 0) return first.nowMs;
   const second = await runEntries(
-    context,
-    plan,
+    pass,
     fresh.map(({ entry }) => entry),
-    into,
-    upcoming,
     LOCK_WAIT_MS,
   );
-  for (const held of second.locked) lockedRow(context, held, second.nowMs, into, upcoming);
+  for (const held of second.locked) pass.record(lockedRow(pass, held, second.nowMs));
   return second.nowMs;
 }
 
@@ -151,16 +210,17 @@ async function runPlan(context: TickContext, plan: Plan, into: PassResult, upcom
  * afterwards, so an entry that keeps failing or waiting never holds up the
  * others. Without suspects, this is the pass's one statement.
  */
-async function runSuspectsApart(context: TickContext, plan: Plan, into: PassResult, upcoming: { ms: number }): Promise<{ nowMs: number; locked: LockedEntry[] }> {
-  const { suspects, quarantined } = context.memory;
+async function runSuspectsApart(pass: Pass): Promise<Ran> {
+  const { plan } = pass;
+  const { suspects, quarantined } = pass.memory;
   // A suspect still quarantined is only watched (never claimed, so it cannot fail): it stays in the one statement.
   const alone = (entry: ResolvedEntry) => suspects.has(entry.ledgerKey) && !quarantined.has(entry.ledgerKey);
   const apart = suspects.size === 0 ? [] : plan.entries.filter(alone);
-  if (apart.length === 0) return runEntries(context, plan, plan.entries, into, upcoming, null);
+  if (apart.length === 0) return runEntries(pass, plan.entries, null);
   const rest = plan.entries.filter((entry) => !alone(entry));
-  const results = [];
-  if (rest.length > 0) results.push(await runEntries(context, plan, rest, into, upcoming, null));
-  for (const entry of apart) results.push(await runEntries(context, plan, [entry], into, upcoming, null));
+  const results: Ran[] = [];
+  if (rest.length > 0) results.push(await runEntries(pass, rest, null));
+  for (const entry of apart) results.push(await runEntries(pass, [entry], null));
   return { nowMs: results[results.length - 1]!.nowMs, locked: results.flatMap((result) => result.locked) };
 }
 
@@ -186,63 +246,40 @@ const ISOLATION_PARTS = 8;
  * held by other sessions are skipped and returned as locked; a number: they
  * are waited for that long, and the entries whose wait ran out come back locked.
  */
-async function runEntries(
-  context: TickContext,
-  plan: Plan,
-  entries: readonly ResolvedEntry[],
-  into: PassResult,
-  upcoming: { ms: number },
-  lockWaitMs: number | null,
-): Promise<{ nowMs: number; locked: LockedEntry[] }> {
-  const left: LeftOver = { locked: [], paused: [] };
-  const first = await runEntriesOnce(context, plan, entries, into, upcoming, lockWaitMs, left);
-  if (left.paused.length === 0) return { nowMs: first, locked: left.locked };
+async function runEntries(pass: Pass, entries: readonly ResolvedEntry[], lockWaitMs: number | null): Promise<Ran> {
+  const first = await runEntriesOnce(pass, entries, lockWaitMs);
+  if (first.paused.length === 0) return first;
   // Entries a light statement found paused (by another replica or an operator) and left alone: now known to be paused,
   // they go through the full statement, which records their slots as skipped. Once per pause seen: later statements
   // with them are full from the start, until one finds the entry resumed.
-  const again = await runEntries(context, plan, left.paused, into, upcoming, lockWaitMs);
-  return { nowMs: again.nowMs, locked: [...left.locked, ...again.locked] };
+  const again = await runEntries(pass, first.paused, lockWaitMs);
+  return { nowMs: again.nowMs, locked: [...first.locked, ...again.locked] };
 }
 
-/** What a statement leaves for later: entries whose ledger row another session held, and entries a light statement found paused. */
-interface LeftOver {
-  readonly locked: LockedEntry[];
-  readonly paused: ResolvedEntry[];
-}
+/** A plan's expected due slot for each of `entries`, reported as locked: their wait for a lock ran out. */
+const lockedAll = (pass: Pass, entries: readonly ResolvedEntry[]): LockedEntry[] => entries.map((entry) => ({ entry, slotMs: expectedDueSlot(entry, pass.plan) }));
 
-/** runEntries' statement, split into parts when it fails; returns the clock it read. */
-async function runEntriesOnce(
-  context: TickContext,
-  plan: Plan,
-  entries: readonly ResolvedEntry[],
-  into: PassResult,
-  upcoming: { ms: number },
-  lockWaitMs: number | null,
-  left: LeftOver,
-): Promise<number> {
-  const { locked } = left;
+/** runEntries' statement, split into parts when it fails. */
+async function runEntriesOnce(pass: Pass, entries: readonly ResolvedEntry[], lockWaitMs: number | null): Promise<Statement> {
   try {
-    return await runStatement(context, plan, entries, into, upcoming, left, lockWaitMs);
+    return await runStatement(pass, entries, lockWaitMs);
   } catch (error) {
+    const nowMs = planInstant(pass.plan);
     // The second statement's wait for locked ledger rows ran out: those entries are reported as locked.
-    if (lockWaitMs !== null && isLockTimeout(error)) {
-      for (const entry of entries) locked.push({ entry, slotMs: expectedDueSlot(entry, plan) });
-      return planInstant(plan);
-    }
+    if (lockWaitMs !== null && isLockTimeout(error)) return { nowMs, locked: lockedAll(pass, entries), paused: [] };
     // A connection problem (refused, wrong password...) is no entry's fault: the pass fails, nothing is set aside.
     if (passWide(error) || entries.length === 0) throw new PhaseError("pass", undefined, error);
     if (entries.length === 1) {
       const [entry] = entries as [ResolvedEntry];
       // A time-out proves nothing about an entry that is alone in its pass (a table lock, an overloaded server): unless an
       // earlier pass found it failing while the others went through, the pass fails, naming it.
-      if (isCancelled(error) && !context.memory.suspects.has(entry.ledgerKey)) throw new PhaseError("pass", entry.identity, error);
-      await setAside(context, plan, entry, error, into, upcoming);
-      return planInstant(plan);
+      if (isCancelled(error) && !pass.memory.suspects.has(entry.ledgerKey)) throw new PhaseError("pass", entry.identity, error);
+      pass.record(await setAside(pass, entry, error));
+      return { nowMs, locked: [], paused: [] };
     }
-    context.logger.warn("tick statement failed; retrying its entries in parts to find the one that caused it", { error: redact(rootMessage(error)) });
-    const found = { nowMs: undefined as number | undefined };
-    await isolate(context, plan, entries, into, upcoming, left, lockWaitMs, found);
-    return found.nowMs ?? planInstant(plan);
+    pass.context.logger.warn("tick statement failed; retrying its entries in parts to find the one that caused it", { error: redact(rootMessage(error)) });
+    const parts = await isolate(pass, entries, lockWaitMs, undefined);
+    return { ...parts, nowMs: parts.nowMs ?? nowMs };
   }
 }
 
@@ -252,63 +289,66 @@ async function runEntriesOnce(
  * is set aside. The parts without it fire. A slow pass that is no entry's
  * fault (two parts of one split cancelled by the pass timeout) fails as a
  * whole, as does a connection problem; a TickError from a part of one entry
- * names it.
+ * names it. `seenMs`: the clock an earlier part of the same search read
+ * (undefined while none went through); the result's `nowMs` likewise.
  */
 async function isolate(
-  context: TickContext,
-  plan: Plan,
+  pass: Pass,
   entries: readonly ResolvedEntry[],
-  into: PassResult,
-  upcoming: { ms: number },
-  left: LeftOver,
   lockWaitMs: number | null,
-  found: { nowMs: number | undefined },
-): Promise<void> {
+  seenMs: number | undefined,
+): Promise<Omit<Statement, "nowMs"> & { nowMs: number | undefined }> {
   const size = Math.ceil(entries.length / ISOLATION_PARTS);
   const timedOut: { entry: ResolvedEntry; error: unknown }[] = [];
+  const locked: LockedEntry[] = [];
+  const paused: ResolvedEntry[] = [];
+  let nowMs = seenMs;
   let cancelled = 0;
   for (let start = 0; start < entries.length; start += size) {
     const part = entries.slice(start, start + size);
     const named = part.length === 1 ? part[0]!.identity : undefined;
     try {
-      found.nowMs = await runStatement(context, plan, part, into, upcoming, left, lockWaitMs);
+      const ran = await runStatement(pass, part, lockWaitMs);
+      nowMs = ran.nowMs;
+      locked.push(...ran.locked);
+      paused.push(...ran.paused);
     } catch (error) {
       if (lockWaitMs !== null && isLockTimeout(error)) {
-        for (const entry of part) left.locked.push({ entry, slotMs: expectedDueSlot(entry, plan) });
+        locked.push(...lockedAll(pass, part));
         continue;
       }
       if (passWide(error)) throw new PhaseError(named === undefined ? "pass" : "enqueue", named, error);
       // Time-outs cost a pass timeout each: a second one in one split says the slowness is not one entry's.
       if (isCancelled(error) && ++cancelled > 1) throw new PhaseError("pass", named, error);
-      if (part.length > 1) await isolate(context, plan, part, into, upcoming, left, lockWaitMs, found);
-      else if (isCancelled(error)) timedOut.push({ entry: part[0]!, error });
-      else await setAside(context, plan, part[0]!, error, into, upcoming);
+      if (part.length > 1) {
+        const inner = await isolate(pass, part, lockWaitMs, nowMs);
+        nowMs = inner.nowMs;
+        locked.push(...inner.locked);
+        paused.push(...inner.paused);
+      } else if (isCancelled(error)) timedOut.push({ entry: part[0]!, error });
+      else pass.record(await setAside(pass, part[0]!, error));
     }
   }
   // A time-out is an entry's only when other entries' statements went through meanwhile.
   for (const { entry, error } of timedOut) {
-    if (found.nowMs === undefined) throw new PhaseError("pass", entry.identity, error);
-    await setAside(context, plan, entry, error, into, upcoming);
+    if (nowMs === undefined) throw new PhaseError("pass", entry.identity, error);
+    pass.record(await setAside(pass, entry, error));
   }
+  return { nowMs, locked, paused };
 }
 
 /**
- * Runs the statement for `entries` and takes in its rows; returns the clock it
- * read. Rows found locked, and rows a light statement found paused, go to `left`.
+ * Runs the statement for `entries` and takes in its rows (absorb): what they
+ * found goes to the pass's results; the rows found locked, and the rows a
+ * light statement found paused, come back with the clock it read.
  */
-async function runStatement(
-  context: TickContext,
-  plan: Plan,
-  entries: readonly ResolvedEntry[],
-  into: PassResult,
-  upcoming: { ms: number },
-  left: LeftOver,
-  lockWaitMs: number | null,
-): Promise<number> {
+async function runStatement(pass: Pass, entries: readonly ResolvedEntry[], lockWaitMs: number | null): Promise<Statement> {
   const sentAtMs = Date.now();
-  const light = lightEnough(context, entries);
-  const rows = await runPass(context.executor, { ...passInput(context, plan, entries), lockWaitMs, otherLockWaitMs: OTHER_LOCK_WAIT_MS, light });
-  return absorb(context, plan, entries, rows, sentAtMs, into, upcoming, left, light);
+  const light = lightEnough(pass.memory, entries);
+  const take = pass.takeInput();
+  const rows = await runPass(pass.context.executor, { ...passInput(pass, entries), lockWaitMs, otherLockWaitMs: OTHER_LOCK_WAIT_MS, light, take });
+  if (take !== null) pass.taken = rows.find((row) => row.taken != null)?.taken ?? { rows: [], next_ms: null };
+  return absorb(pass, entries, rows, sentAtMs, light);
 }
 
 /**
@@ -319,13 +359,15 @@ async function runStatement(
  * pass: docs/benchmarks.md). A pause this process does not know of is safe
  * all the same: the light statement leaves a paused row alone and says so.
  */
-function lightEnough(context: TickContext, entries: readonly ResolvedEntry[]): boolean {
-  const { paused } = context.memory;
+function lightEnough(memory: TickMemory, entries: readonly ResolvedEntry[]): boolean {
+  const { paused } = memory;
   return entries.every((entry) => entry.overlap === "allow_all" && !paused.has(entry.ledgerKey));
 }
 
 /** The statement's arguments: each entry with what the process remembers of it, and every candidate slot. */
-function passInput(context: TickContext, plan: Plan, entries: readonly ResolvedEntry[]) {
+function passInput(pass: Pass, entries: readonly ResolvedEntry[]) {
+  const { plan, context } = pass;
+  const { memo } = context.memory;
   const slots = entries.flatMap((entry) =>
     candidateSlots(entry, plan.lowMs, plan.highMs).map((slotMs) => ({
       key: entry.ledgerKey,
@@ -340,99 +382,93 @@ function passInput(context: TickContext, plan: Plan, entries: readonly ResolvedE
     lowMs: plan.lowMs,
     highMs: plan.highMs,
     futureToleranceMs: FUTURE_LEDGER_TOLERANCE_MS,
-    entries: entries.map((entry) => ({
-      key: entry.ledgerKey,
-      jobName: entry.jobName,
-      catchUpWindowMs: entry.catchUpWindowMs,
-      knownLedgerMs: context.memory.memo.get(entry.ledgerKey)?.ledgerMs ?? null,
-      queue: entry.queue,
-      payloadJson: entry.payloadJson,
-      priority: entry.priority,
-      maxAttempts: entry.job.retry.maxAttempts,
-      overlap: entry.overlap,
-    })),
+    entries: entries.map((entry) => passEntry(entry, memo.get(entry.ledgerKey)?.ledgerMs ?? null)),
     slots,
+    // Asked only of a statement with entries: an idle pass makes no span.
+    traceContextJson: entries.length === 0 ? null : (context.traceContext?.() ?? null),
   };
 }
 
-/** Turns the statement's rows into outcomes and memo updates; returns the clock it read. */
-function absorb(
-  context: TickContext,
-  plan: Plan,
-  entries: readonly ResolvedEntry[],
-  rows: readonly PassRow[],
-  sentAtMs: number,
-  into: PassResult,
-  upcoming: { ms: number },
-  left: LeftOver,
-  light: boolean,
-): number {
+/** Turns the statement's rows into findings (recorded by the pass) and memo updates; returns the clock it read and the rows left for later. */
+function absorb(pass: Pass, entries: readonly ResolvedEntry[], rows: readonly PassRow[], sentAtMs: number, light: boolean): Statement {
+  const { plan, memory } = pass;
   const nowMs = rows[0]?.now_ms ?? plan.exactMs ?? sentAtMs;
-  const { memory, logger } = context;
   if (plan.exactMs === null) memory.clockOffsetMs = nowMs - sentAtMs;
   // The statement's own entries: one when a failed pass is retried entry by entry.
   const byKey = new Map(entries.map((entry) => [entry.ledgerKey, entry]));
-  const remember = (entry: ResolvedEntry, ledgerMs: number) => {
-    const seen = memory.memo.get(entry.ledgerKey);
-    if (seen?.ledgerMs !== ledgerMs) memory.memo.set(entry.ledgerKey, { ledgerMs, nextFireMs: nextFireAfter(entry, ledgerMs) });
-  };
+  const locked: LockedEntry[] = [];
+  const paused: ResolvedEntry[] = [];
   for (const row of rows) {
     const entry = row.key === null ? undefined : byKey.get(row.key);
     if (entry === undefined) continue;
-    if (row.paused === true) {
-      memory.paused.add(entry.ledgerKey);
-      if (light) {
-        // Left alone by the light statement (src/db/sql/ledger.ts): runEntries runs it again in the full one.
-        left.paused.push(entry);
-        continue;
-      }
-    } else {
-      // Never paused, or resumed since a full statement saw it paused: its next statements are light again.
-      memory.paused.delete(entry.ledgerKey);
-    }
-    if (row.quarantined_until_ms !== null && row.quarantined_until_ms > nowMs) {
-      // Quarantined by this or another replica: every replica waits for the same instant.
-      memory.deferred.set(entry.ledgerKey, row.quarantined_until_ms);
-      memory.quarantined.add(entry.ledgerKey);
-    } else if (memory.quarantined.delete(entry.ledgerKey)) {
-      // Cleared (by an operator, or a claim elsewhere): the statement has just treated it as any entry.
-      memory.deferred.delete(entry.ledgerKey);
-    }
-    if (row.locked) {
-      left.locked.push({ entry, slotMs: row.slot_ms ?? row.old_ms ?? nowMs });
-      continue;
-    }
-    memory.locked.delete(entry.ledgerKey);
-    if (row.created_ms !== null) {
-      into.created += 1;
-      remember(entry, row.created_ms);
-    } else if (row.old_ms === null || (row.old_ms > nowMs + FUTURE_LEDGER_TOLERANCE_MS && !row.repaired)) {
-      // Another replica created or repaired the row meanwhile: read it again next pass.
-      memory.memo.delete(entry.ledgerKey);
-    } else if (row.repaired) {
-      logger.warn("ledger value was in the future; repaired it to now so the entry keeps firing", {
-        identity: entry.identity,
-        from: new Date(row.old_ms).toISOString(),
-        to: new Date(nowMs).toISOString(),
-      });
-      into.repaired.push({ identity: entry.identity, key: entry.ledgerKey, jobName: entry.jobName, from: new Date(row.old_ms), to: new Date(nowMs) });
-      remember(entry, nowMs);
-    } else if (row.slot_ms === null) {
-      remember(entry, row.old_ms);
-    } else if (!row.claimed) {
-      // Another replica moved the ledger after this statement's snapshot.
-      memory.memo.delete(entry.ledgerKey);
-      upcoming.ms = Math.min(upcoming.ms, nextFireAfter(entry, row.slot_ms));
-      into.lostRace.push(outcome(entry, row.slot_ms));
-    } else {
-      remember(entry, row.slot_ms);
-      memory.suspects.delete(entry.ledgerKey);
-      if (row.stale) into.skippedStale.push(outcome(entry, row.slot_ms));
-      else if (row.skip_reason !== null) into.skipped.push({ ...outcome(entry, row.slot_ms), ...skipOf(row), jobId: row.skipped_job_id });
-      else into.enqueued.push({ ...outcome(entry, row.slot_ms), jobId: row.job_id });
-    }
+    const seen = absorbRow(pass, entry, row, nowMs, light);
+    if (seen === LEFT_PAUSED) paused.push(entry);
+    else if ("held" in seen) locked.push(seen.held);
+    else pass.record(seen);
   }
-  return nowMs;
+  return { nowMs, locked, paused };
+}
+
+/** A row a light statement found paused and left alone: its entry goes through the full statement (runEntries). */
+const LEFT_PAUSED = "left paused";
+
+/** One entry's row of the statement: the memory it updates, and what the pass reports of it (or that it is left for later). */
+function absorbRow(pass: Pass, entry: ResolvedEntry, row: PassRow, nowMs: number, light: boolean): Findings | { readonly held: LockedEntry } | typeof LEFT_PAUSED {
+  const { memory, context } = pass;
+  const remember = (ledgerMs: number) => {
+    const seen = memory.memo.get(entry.ledgerKey);
+    if (seen?.ledgerMs !== ledgerMs) memory.memo.set(entry.ledgerKey, { ledgerMs, nextFireMs: nextFireAfter(entry, ledgerMs) });
+  };
+  if (row.paused === true) {
+    memory.paused.add(entry.ledgerKey);
+    // Left alone by the light statement (src/db/sql/ledger.ts): runEntries runs it again in the full one.
+    if (light) return LEFT_PAUSED;
+  } else {
+    // Never paused, or resumed since a full statement saw it paused: its next statements are light again.
+    memory.paused.delete(entry.ledgerKey);
+  }
+  if (row.quarantined_until_ms !== null && row.quarantined_until_ms > nowMs) {
+    // Quarantined by this or another replica: every replica waits for the same instant.
+    memory.deferred.set(entry.ledgerKey, row.quarantined_until_ms);
+    memory.quarantined.add(entry.ledgerKey);
+  } else if (memory.quarantined.delete(entry.ledgerKey)) {
+    // Cleared (by an operator, or a claim elsewhere): the statement has just treated it as any entry.
+    memory.deferred.delete(entry.ledgerKey);
+  }
+  if (row.locked) return { held: { entry, slotMs: row.slot_ms ?? row.old_ms ?? nowMs } };
+  memory.locked.delete(entry.ledgerKey);
+  if (row.created_ms !== null) {
+    remember(row.created_ms);
+    return { created: 1 };
+  }
+  if (row.old_ms === null || (row.old_ms > nowMs + FUTURE_LEDGER_TOLERANCE_MS && !row.repaired)) {
+    // Another replica created or repaired the row meanwhile: read it again next pass.
+    memory.memo.delete(entry.ledgerKey);
+    return {};
+  }
+  if (row.repaired) {
+    context.logger.warn("ledger value was in the future; repaired it to now so the entry keeps firing", {
+      identity: entry.identity,
+      from: new Date(row.old_ms).toISOString(),
+      to: new Date(nowMs).toISOString(),
+    });
+    remember(nowMs);
+    return { repaired: [{ identity: entry.identity, key: entry.ledgerKey, jobName: entry.jobName, from: new Date(row.old_ms), to: new Date(nowMs) }] };
+  }
+  if (row.slot_ms === null) {
+    remember(row.old_ms);
+    return {};
+  }
+  if (!row.claimed) {
+    // Another replica moved the ledger after this statement's snapshot.
+    memory.memo.delete(entry.ledgerKey);
+    return { lostRace: [outcome(entry, row.slot_ms)], upcomingMs: nextFireAfter(entry, row.slot_ms) };
+  }
+  remember(row.slot_ms);
+  memory.suspects.delete(entry.ledgerKey);
+  if (row.stale) return { skippedStale: [outcome(entry, row.slot_ms)] };
+  if (row.skip_reason !== null) return { skipped: [{ ...outcome(entry, row.slot_ms), ...skipOf(row), jobId: row.skipped_job_id }] };
+  return { enqueued: [{ ...outcome(entry, row.slot_ms), jobId: row.job_id }] };
 }
 
 /** A skipped slot's reason as the pass's row gives it (src/db/sql/slot-policy.ts). */

@@ -34,6 +34,8 @@ export interface ResolvedEntry {
   readonly priority: number;
   /** The entry's overlap policy, or the schedule's default (src/db/sql/slot-policy.ts). */
   readonly overlap: OverlapPolicy;
+  /** A dynamic entry's stored attempts (src/schedule/dynamic-entry.ts); a static entry's come from its job's retry policy. */
+  readonly maxAttempts?: number;
 }
 
 export interface ResolveOptions {

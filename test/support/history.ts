@@ -46,7 +46,8 @@ export async function insertFinishedJobs(executor: Executor, jobs: readonly Fini
                     status, outcome, run_at, attempts, locked_by, last_error, started_at, finished_at) as (values ${rows}),
         moved as materialized (
           select nextval('cronledger.job_queue_id_seq') as id, job_name, queue, payload, priority, max_attempts, idempotency_key, schedule_key,
-            scheduled_for, retry_policy, created_at, status, outcome, run_at, attempts, locked_by, last_error, started_at, finished_at
+            scheduled_for, retry_policy, created_at, status, outcome, run_at, attempts, locked_by, last_error, started_at, finished_at,
+            null::jsonb as trace_context
           from (select * from given order by n) as g (n, job_name, queue, payload, priority, max_attempts, idempotency_key, schedule_key, scheduled_for,
             retry_policy, created_at, status, outcome, run_at, attempts, locked_by, last_error, started_at, finished_at)
         ), ${archiveCtes()}, keyed as (

@@ -15,8 +15,8 @@ export interface SlotReplica {
   exit(): Promise<void>;
 }
 
-export async function startSlotReplica(options: { databaseUrl: string; version?: number; admin?: boolean; env?: NodeJS.ProcessEnv }): Promise<SlotReplica> {
-  const child = spawn(process.execPath, ["--import", "tsx", FIXTURE], {
+export async function startSlotReplica(options: { databaseUrl: string; version?: number; admin?: boolean; env?: NodeJS.ProcessEnv; fixture?: string }): Promise<SlotReplica> {
+  const child = spawn(process.execPath, ["--import", "tsx", options.fixture ?? FIXTURE], {
     cwd: REPO_ROOT,
     env: { ...process.env, ...options.env, DATABASE_URL: options.databaseUrl, VERSION: String(options.version ?? 1), ADMIN: options.admin ? "1" : "0" },
     stdio: ["pipe", "pipe", "pipe"],

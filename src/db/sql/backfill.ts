@@ -1,6 +1,7 @@
 import { sql } from "drizzle-orm";
 import { jobHistory, jobKeys, jobQueue, scheduleState } from "../../schema.js";
 import { query, type Executor } from "../executor.js";
+import { JOB_INSERT } from "./ctes.js";
 import { arrayLiteral, epochMs } from "./fragments.js";
 import { jobInsertCtes } from "./jobs.js";
 
@@ -23,6 +24,8 @@ export interface BackfillInput {
   readonly slots: readonly { readonly slotMs: number; readonly idempotencyKey: string }[];
   /** List what it would do and write nothing. */
   readonly dryRun: boolean;
+  /** The backfill's producer span context, as JSON, stored with each job (src/open-telemetry.ts); omitted when the process does not trace. */
+  readonly traceContextJson?: string | null;
 }
 
 /** What became of one planned slot. */
@@ -93,9 +96,9 @@ export async function backfillSlots(executor: Executor, input: BackfillInput): P
     executor,
     sql`with ${candidates}, ${jobInsertCtes(sql`
           select ${input.jobName}::text, ${input.queue}::text, ${input.payloadJson}::jsonb, ${input.priority}::int, now(), ${input.maxAttempts}::int,
-                 o.idempotency_key, ${input.ledgerKey}::text, o.slot_at, null::jsonb
+                 o.idempotency_key, ${input.ledgerKey}::text, o.slot_at, null::jsonb, ${input.traceContextJson ?? null}::jsonb
           from open o order by o.n`)}
-        ${outcome(sql`i.id is not null`)} left join inserted i on i.idempotency_key = p.idempotency_key cross join notified
+        ${outcome(sql`i.id is not null`)} left join ${JOB_INSERT.inserted} i on i.idempotency_key = p.idempotency_key cross join ${JOB_INSERT.notified}
         order by p.n`,
   );
 }

@@ -1,6 +1,7 @@
 import { sql, type SQL } from "drizzle-orm";
 import { alias } from "drizzle-orm/pg-core";
 import { jobCounts, jobHistory, jobQueue, scheduleLastRuns } from "../../schema.js";
+import { ARCHIVE } from "./ctes.js";
 import { name } from "./fragments.js";
 
 /**
@@ -43,6 +44,7 @@ const HISTORY_COLUMNS = [
   jobHistory.lastError,
   jobHistory.startedAt,
   jobHistory.finishedAt,
+  jobHistory.traceContext,
 ];
 
 /** The column list of a history insert, or of the `moved` CTE that feeds it. */
@@ -63,7 +65,8 @@ export function movedToHistory(end: { readonly status: SQL; readonly outcome: SQ
   return sql`${j.id} as id, ${j.jobName} as job_name, ${j.queue} as queue, ${j.payload} as payload, ${j.priority} as priority,
     ${j.maxAttempts} as max_attempts, ${j.idempotencyKey} as idempotency_key, ${j.scheduleKey} as schedule_key, ${j.scheduledFor} as scheduled_for,
     ${j.retryPolicy} as retry_policy, ${j.createdAt} as created_at, ${end.status} as status, ${end.outcome} as outcome, ${j.runAt} as run_at,
-    ${j.attempts} as attempts, ${j.lockedBy} as locked_by, ${end.lastError} as last_error, ${j.startedAt} as started_at, now() as finished_at`;
+    ${j.attempts} as attempts, ${j.lockedBy} as locked_by, ${end.lastError} as last_error, ${j.startedAt} as started_at, now() as finished_at,
+    ${j.traceContext} as trace_context`;
 }
 
 /** A UTC day of `finished_at`: the day of a history partition and of job_counts. */
@@ -85,10 +88,10 @@ export function archiveCtes(): SQL {
   const r = scheduleLastRuns;
   const lastRunColumns = [r.scheduleKey, r.id, r.status, r.outcome, r.attempts, r.maxAttempts, r.scheduledFor, r.runAt, r.startedAt, r.finishedAt, r.lastError];
   return sql`archived as (
-      insert into ${jobHistory} (${historyColumnList}) select ${historyColumnList} from moved
+      insert into ${jobHistory} (${historyColumnList}) select ${historyColumnList} from ${ARCHIVE.moved}
     ), counted as (
       insert into ${jobCounts} (${name(c.day)}, ${name(c.shard)}, ${name(c.queue)}, ${name(c.status)}, ${name(c.n)})
-      select ${utcDay(sql`finished_at`)}, pg_backend_pid(), queue, status, count(*) from moved group by 1, 3, 4
+      select ${utcDay(sql`finished_at`)}, pg_backend_pid(), queue, status, count(*) from ${ARCHIVE.moved} group by 1, 3, 4
       on conflict (${name(c.day)}, ${name(c.shard)}, ${name(c.queue)}, ${name(c.status)}) do update set ${name(c.n)} = ${c.n} + excluded.${name(c.n)}
     ), last_runs as (
       insert into ${scheduleLastRuns} (${sql.join(
@@ -96,12 +99,13 @@ export function archiveCtes(): SQL {
         sql`, `,
       )})
       select distinct on (schedule_key) schedule_key, id, status, outcome, attempts, max_attempts, scheduled_for, run_at, started_at, finished_at, last_error
-      from moved where schedule_key is not null and scheduled_for is not null
+      from ${ARCHIVE.moved} where schedule_key is not null and scheduled_for is not null
       order by schedule_key, scheduled_for desc, id desc
       on conflict (${name(r.scheduleKey)}) do update set ${sql.join(
         lastRunColumns.slice(1).map((column) => sql`${name(column)} = excluded.${name(column)}`),
         sql`, `,
       )}
-      where (excluded.${name(r.scheduledFor)}, excluded.${name(r.id)}) > (${r.scheduledFor}, ${r.id})
+      -- ">=": a job's history row written again (a late result replacing the reaper's verdict, src/db/sql/jobs.ts) replaces its last run too.
+      where (excluded.${name(r.scheduledFor)}, excluded.${name(r.id)}) >= (${r.scheduledFor}, ${r.id})
     )`;
 }

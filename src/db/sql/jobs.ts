@@ -2,10 +2,11 @@
 import { sql, type SQL } from "drizzle-orm";
 import { alias } from "drizzle-orm/pg-core";
 import { LeaseExpiredError, type StopRequest } from "../../errors.js";
-import { jobHistory, jobKeys, jobQueue } from "../../schema.js";
+import { jobCounts, jobHistory, jobKeys, jobQueue, supersededAttempts } from "../../schema.js";
 import { query, type Executor } from "../executor.js";
+import { ARCHIVE, JOB_INSERT } from "./ctes.js";
 import { array, clock, epochMs, milliseconds, name, reusable, reusableShapes } from "./fragments.js";
-import { archiveCtes, movedToHistory } from "./history.js";
+import { archiveCtes, historyColumnList, movedToHistory } from "./history.js";
 import { registerWorker, type WorkerRegistration } from "./workers.js";
 
 /**
@@ -71,7 +72,7 @@ export interface InsertedJob {
  * The one job insert: the `inserted` and `notified` CTEs that insert the
  * rows `select` yields (job_name, queue, payload, priority, run_at,
  * max_attempts, idempotency_key, schedule_key, scheduled_for, retry_policy,
- * in that order). Each row draws its id first; a keyed row takes its
+ * trace_context, in that order). Each row draws its id first; a keyed row takes its
  * (job_name, idempotency_key) in `job_keys` and is inserted only if it got
  * it, so a key held by any job, queued, running or finished, is skipped,
  * and two inserts of the same key wait on each other's key row, not on a
@@ -81,7 +82,7 @@ export interface InsertedJob {
  */
 export function jobInsertCtes(select: SQL): SQL {
   const q = jobQueue;
-  const columns = [q.jobName, q.queue, q.payload, q.priority, q.runAt, q.maxAttempts, q.idempotencyKey, q.scheduleKey, q.scheduledFor, q.retryPolicy];
+  const columns = [q.jobName, q.queue, q.payload, q.priority, q.runAt, q.maxAttempts, q.idempotencyKey, q.scheduleKey, q.scheduledFor, q.retryPolicy, q.traceContext];
   const list = sql.join(
     columns.map((column) => name(column)),
     sql`, `,
@@ -94,11 +95,11 @@ export function jobInsertCtes(select: SQL): SQL {
       select job_name, idempotency_key, id from new_jobs where idempotency_key is not null
       on conflict do nothing
       returning ${jobKeys.jobId} as id
-    ), inserted as (
+    ), ${JOB_INSERT.inserted} as (
       insert into ${jobQueue} (${name(q.id)}, ${list}) overriding system value
       select id, ${list} from new_jobs where idempotency_key is null or id in (select id from keyed)
       returning ${name(q.id)}, ${name(q.jobName)}, ${name(q.idempotencyKey)}, ${name(q.scheduleKey)}, ${name(q.queue)}
-    ), notified as (${notifyQueues(sql`inserted`)})`;
+    ), ${JOB_INSERT.notified} as (${notifyQueues(JOB_INSERT.inserted)})`;
 }
 
 /** The hot path's statements are named on cronledger's own pool (src/db/prepared.ts): parsed once per connection. */
@@ -107,8 +108,11 @@ const PREPARED = { prepared: true } as const;
 /** The sequence of job ids (`job_queue.id`'s identity; history rows keep the id they had, and a skipped slot's row draws one). */
 export const JOB_ID_SEQUENCE = "cronledger.job_queue_id_seq";
 
-/** Inserts any number of jobs in one statement: columns travel as parallel arrays through unnest, a constant 11 parameters. */
-export async function insertJobs(executor: Executor, rows: readonly NewJobRow[]): Promise<InsertedJob[]> {
+/**
+ * Inserts any number of jobs in one statement: columns travel as parallel arrays through unnest, a constant 12
+ * parameters. `traceContextJson` is stored with every row: one enqueue call is one producer span (src/open-telemetry.ts).
+ */
+export async function insertJobs(executor: Executor, rows: readonly NewJobRow[], traceContextJson: string | null = null): Promise<InsertedJob[]> {
   const column = <K extends keyof NewJobRow>(key: K) => rows.map((row) => row[key]);
   return query<InsertedJob>(
     executor,
@@ -124,22 +128,24 @@ export async function insertJobs(executor: Executor, rows: readonly NewJobRow[])
       scheduleKeys: column("scheduleKey"),
       slots: column("scheduledFor"),
       policies: column("retryPolicyJson"),
+      trace: traceContextJson,
     }),
   );
 }
 
 /** The insert's text, rendered once (reusable): every enqueue, whatever its size, is the same statement. */
-const insertStatement = reusable<"names" | "queues" | "payloads" | "priorities" | "runAts" | "delays" | "attempts" | "keys" | "scheduleKeys" | "slots" | "policies">(
+const insertStatement = reusable<"names" | "queues" | "payloads" | "priorities" | "runAts" | "delays" | "attempts" | "keys" | "scheduleKeys" | "slots" | "policies" | "trace">(
   (value) => sql`
     with ${jobInsertCtes(sql`
-      select n, q, p::jsonb, pr, coalesce(ra::timestamptz, now() + ${milliseconds(sql`dm`)}), ma, ik, sk, sf::timestamptz, rp::jsonb
+      select n, q, p::jsonb, pr, coalesce(ra::timestamptz, now() + ${milliseconds(sql`dm`)}), ma, ik, sk, sf::timestamptz, rp::jsonb,
+        ${value("trace")}::jsonb
       from unnest(
         ${value("names")}::text[], ${value("queues")}::text[], ${value("payloads")}::text[],
         ${value("priorities")}::int[], ${value("runAts")}::text[], ${value("delays")}::float8[], ${value("attempts")}::int[],
         ${value("keys")}::text[], ${value("scheduleKeys")}::text[], ${value("slots")}::text[], ${value("policies")}::text[]
       ) as t(n, q, p, pr, ra, dm, ma, ik, sk, sf, rp)`)}
-    select inserted.id::float8 as id, inserted.job_name, inserted.idempotency_key, inserted.schedule_key
-    from inserted cross join notified`,
+    select i.id::float8 as id, i.job_name, i.idempotency_key, i.schedule_key
+    from ${JOB_INSERT.inserted} i cross join ${JOB_INSERT.notified}`,
   PREPARED,
 );
 
@@ -184,6 +190,8 @@ export interface ClaimedJob {
   readonly idempotencyKey: string | null;
   /** The retry policy given at enqueue, as JSON; null: the job's own. */
   readonly retryPolicy: string | null;
+  /** The enqueuing span's context, as JSON; null when nothing traced the enqueue (src/open-telemetry.ts). */
+  readonly traceContext: string | null;
 }
 
 export interface ClaimRequest {
@@ -273,7 +281,8 @@ const claimStatement = reusableShapes<{ ordinary: boolean; withChores: boolean; 
           and (select set_config('synchronous_commit', 'off', true)) = 'off'
         returning ${j.id}::float8 as "id", ${j.jobName} as "jobName", ${j.queue} as "queue", ${j.payload}::text as "payload",
           ${j.priority} as "priority", ${epochMs(j.runAt)} as "runAtMs", ${j.attempts} as "attempts", ${j.maxAttempts} as "maxAttempts",
-          ${epochMs(j.scheduledFor)} as "scheduledForMs", ${j.scheduleKey} as "scheduleKey", ${j.idempotencyKey} as "idempotencyKey", ${j.retryPolicy}::text as "retryPolicy"`;
+          ${epochMs(j.scheduledFor)} as "scheduledForMs", ${j.scheduleKey} as "scheduleKey", ${j.idempotencyKey} as "idempotencyKey", ${j.retryPolicy}::text as "retryPolicy",
+          ${j.traceContext}::text as "traceContext"`;
   },
   PREPARED,
 );
@@ -281,6 +290,8 @@ const claimStatement = reusableShapes<{ ordinary: boolean; withChores: boolean; 
 /** How one attempt's row is written back. */
 export interface CompletionRow {
   readonly id: number;
+  /** The attempt that ended (the job's `attempts` when this worker claimed it): with the worker's id, the claim's fencing token. */
+  readonly attempt: number;
   /** `queued`: back to the queue, after `delayMs` (a retry) or at once (`returned`); any other status ends the job. */
   readonly status: "succeeded" | "failed" | "cancelled" | "queued";
   readonly outcome: string | null;
@@ -303,11 +314,16 @@ const COMPLETIONS_WAIT_FOR_FLUSH = false;
 /**
  * Writes the ends of many attempts in one statement: a job that ends leaves
  * the queue for the history (archiveCtes), a job that will run again is
- * updated in the queue. Every row is guarded by `locked_by = workerId and
- * status = 'running'`, so a job the reaper took back is never overwritten
- * by its old worker.
+ * updated in the queue. Every row is fenced by its claim: it is written only
+ * while the job is still held by that attempt (`locked_by` is this worker
+ * and `attempts` the attempt's number), running or taken back by the reaper
+ * without anyone claiming it since (the reaper leaves `locked_by` on a job it
+ * returns to the queue). So a result reached during a lost connection wins
+ * over the lease's expiry, and one whose job another attempt has claimed
+ * never overwrites that attempt's row. Resolves with what became of the rows
+ * the fence turned away (settleLateCompletions): empty on the hot path.
  */
-export async function completeJobs(executor: Executor, workerId: string, rows: readonly CompletionRow[], now?: Date): Promise<void> {
+export async function completeJobs(executor: Executor, workerId: string, rows: readonly CompletionRow[], now?: Date): Promise<LateCompletion[]> {
   // Which rows to touch travels as two id arrays (the primary key finds them, whatever the planner thinks
   // of how many are running); each row's own values as one JSON object keyed by id, read by a binary
   // search of its keys. Joined to the rows of an unnest instead, the plan hung on the estimate of running
@@ -317,23 +333,34 @@ export async function completeJobs(executor: Executor, workerId: string, rows: r
   // statement reads a row it does not find there as one (`coalesce(..., 'succeeded')`), so the server parses
   // no JSON for it and the worker builds none (perf of a drain: JSON parsing and lookups were 3-4 % of the
   // server's time). One pass over the rows: the worker's side of a drain is allocation-bound.
+  // The fence's tokens (id, attempt) go as two more arrays, checked by a hash of them above the primary
+  // key's probes (EXPLAIN: Index Scan on the primary key, then a Hash Semi Join on the tokens).
   const ended: number[] = [];
   const again: number[] = [];
+  const ids: number[] = [];
+  const attempts: number[] = [];
   const own: Record<number, readonly unknown[]> = {};
   for (const row of rows) {
     (row.status === "queued" ? again : ended).push(row.id);
+    ids.push(row.id);
+    attempts.push(row.attempt);
     if (!plainSuccess(row)) own[row.id] = [row.status, row.outcome, row.error, row.delayMs, row.returned ? 1 : 0];
   }
   const statement = now === undefined ? completionAtDatabaseClock : completionAtFixedClock;
-  await executor.execute(
+  const [written] = await query<{ matched: number }>(
+    executor,
     statement({
       values: JSON.stringify(own),
       ended,
       again,
+      ids,
+      attempts,
       worker: workerId,
       now: now?.toISOString() ?? null,
     }),
   );
+  if ((written?.matched ?? 0) >= rows.length) return [];
+  return settleLateCompletions(executor, workerId, rows);
 }
 
 /** A row the completion statement needs no values for: succeeded, with no outcome and no error. */
@@ -344,18 +371,19 @@ function plainSuccess(row: CompletionRow): boolean {
 /** The completion's text, rendered once (src/db/sql/fragments.ts, reusable); with `fixedClock` a retry counts its delay from `now`. */
 function completionStatement(fixedClock: boolean) {
   const q = jobQueue;
-  return reusable<"values" | "ended" | "again" | "worker" | "now">((value) => {
-    // `<> 'queued'` is `= 'running'` in this table (its check constraint), said so that the planner finds the rows
-    // by primary key: matched to the running-heartbeat index's predicate, it read that index whole, dead
-    // entries of every batch finished since the last vacuum included, so a drain's completions grew slower
-    // as it went (60-120 ms each for 500 rows where 8 would do).
-    const held = sql`${j.lockedBy} = ${value("worker")}::text and ${j.status} <> 'queued'`;
+  return reusable<"values" | "ended" | "again" | "ids" | "attempts" | "worker" | "now">((value) => {
+    // The claim's fence (completeJobs): this worker's attempt still holds the row. No status test: a row the
+    // reaper returned to the queue keeps `locked_by`, and a retry or a hand-back written here clears it.
+    const held = sql`${j.lockedBy} = ${value("worker")}::text and (${j.id}, ${j.attempts}) in (select id, attempt from tokens)`;
     const of = (index: number) => sql`(b.v -> ${j.id}::text ->> ${sql.raw(String(index))})`;
     const clockNow = fixedClock ? sql`${value("now")}::timestamptz` : sql`now()`;
     // The id arrays are columns of the one-row `b`, not constants: against a constant array of 500 ids the
     // planner costs 500 index probes and, on a queue of tens of thousands, prefers reading the whole table
     // (4-8 µs a job); against `b`'s column it probes the primary key.
-    return sql`with b as (select ${value("values")}::jsonb as v, ${value("ended")}::bigint[] as ended, ${value("again")}::bigint[] as again), requeued as (
+    return sql`with b as (select ${value("values")}::jsonb as v, ${value("ended")}::bigint[] as ended, ${value("again")}::bigint[] as again
+        ), tokens as materialized (
+          select id, attempt from unnest(${value("ids")}::bigint[], ${value("attempts")}::int[]) as t(id, attempt)
+        ), requeued as (
           update ${jobQueue} as j set
             ${name(q.status)} = 'queued',
             ${name(q.lastError)} = coalesce(${of(2)}, ${j.lastError}),
@@ -373,45 +401,192 @@ function completionStatement(fixedClock: boolean) {
           -- A job asked to stop is never queued again: a retry or a shutdown's hand-back ends it cancelled (cancelJob, operators.ts).
           delete from ${jobQueue} as j using b where ${j.id} = any(b.again) and ${held} and ${j.cancelRequestedAt} is not null
           returning ${movedToHistory({ status: sql`'cancelled'`, outcome: sql`null::text`, lastError: sql`coalesce(${of(2)}, ${j.lastError})` })}
-        ), moved as (
+        ), ${ARCHIVE.moved} as (
           select * from finished union all select * from stopped
-        ), ${archiveCtes()}
-        ${notifyQueues(sql`requeued where returned = 1`)}`;
+        ), ${archiveCtes()}, notified as (${notifyQueues(sql`requeued where returned = 1`)})
+        select ((select count(*) from requeued) + (select count(*) from moved))::int as matched from notified`;
   }, PREPARED);
 }
 
 const completionAtDatabaseClock = completionStatement(false);
 const completionAtFixedClock = completionStatement(true);
 
-/** What a heartbeat learns: the ids this worker still holds, and which of them an operator asked to stop. */
-export interface HeartbeatAnswer {
-  readonly alive: Set<number>;
-  readonly stops: readonly StopRequest[];
+/** What became of a result the claim's fence turned away (settleLateCompletions). */
+export interface LateCompletion {
+  readonly id: number;
+  readonly attempt: number;
+  /**
+   * `amended`: the reaper had ended the job for its lapsed lease (no attempts left) and nobody ran it since: this
+   * result replaced that verdict. `superseded`: another attempt had claimed the job (it ran twice), or it was ended
+   * otherwise meanwhile: the result is kept in `superseded_attempts`. `written`: the row already held this result
+   * (the write had committed before its answer was lost, and was sent again).
+   */
+  readonly fate: "amended" | "superseded" | "written";
+  readonly jobName: string | null;
+  /** Where the job was (superseded): its attempt number and status then; null when it no longer exists. */
+  readonly jobAttempts: number | null;
+  readonly jobStatus: string | null;
+}
+
+/** The status a completion row gives its job, as superseded_attempts records it. */
+function attemptEnd(row: CompletionRow): string {
+  if (row.status !== "queued") return row.status;
+  return row.returned ? "returned" : "retry";
 }
 
 /**
- * Refreshes the heartbeat of the given jobs that this worker still holds and
- * returns those ids; a missing id means the reaper took the job back. With
- * them come the stop requests on those jobs (cancel_requested_*, written by
- * cancelJob in src/db/sql/operators.ts): the heartbeat is how a worker that
- * missed the NOTIFY (behind PgBouncer, a dropped LISTEN connection) still
- * learns of them, within lease/3. The same statement refreshes (or
- * restores) the worker's row in the registry (src/db/sql/workers.ts), so it
- * is sent even when the worker holds nothing.
+ * The rows of a batch that the completion's fence turned away, settled one
+ * way or another in one statement (the rare path: after a lost connection).
+ * A job the reaper failed (or cancelled) for this very attempt's lapsed
+ * lease, with nobody having claimed it since, takes this result instead:
+ * its history row is written again with it, and the day's counts moved from
+ * the old status to the new one. A row that already holds this result (a
+ * write sent again after its answer was lost) is left alone. Any other is a
+ * result that arrived after another attempt claimed the job, or after the
+ * job ended otherwise: it goes to `superseded_attempts`, with where the job
+ * was, so the run it stands for is counted and shown, never dropped.
  */
-export async function heartbeatJobs(executor: Executor, worker: WorkerRegistration, ids: readonly number[]): Promise<HeartbeatAnswer> {
-  const rows = await query<{ id: number; stop_at_ms: number | null; stop_by: string | null; stop_reason: string | null }>(
+export async function settleLateCompletions(executor: Executor, workerId: string, rows: readonly CompletionRow[]): Promise<LateCompletion[]> {
+  const h = alias(jobHistory, "h");
+  const c = jobCounts;
+  const sa = supersededAttempts;
+  const column = <T>(pick: (row: CompletionRow) => T) => rows.map(pick);
+  const rowsOut = await query<{ id: number; attempt: number; fate: LateCompletion["fate"]; job_name: string | null; job_attempts: number | null; job_status: string | null }>(
     executor,
-    sql`with registered as (${registerWorker(worker)})
-        update ${jobQueue} set ${name(jobQueue.heartbeatAt)} = now()
-        where ${jobQueue.id} = any(${array(ids, "bigint")}) and ${jobQueue.lockedBy} = ${worker.id} and ${jobQueue.status} <> 'queued'
-        returning ${jobQueue.id}::float8 as id, ${epochMs(jobQueue.cancelRequestedAt)} as stop_at_ms,
-          ${jobQueue.cancelRequestedBy} as stop_by, ${jobQueue.cancelReason} as stop_reason`,
+    sql`with input as (
+          select * from unnest(
+            ${array(column((row) => row.id), "bigint")}, ${array(column((row) => row.attempt), "int")}, ${array(column(attemptEnd), "text")},
+            ${array(column((row) => row.outcome), "text")}, ${array(column((row) => row.error), "text")}
+          ) as t(id, attempt, ended, outcome, error)
+        ), verdicts as (
+          -- The reaper's terminal verdict on this very attempt (outcome lease_expired), not yet replaced.
+          delete from ${jobHistory} as h using input i
+          where ${h.id} = i.id and ${h.lockedBy} = ${workerId} and ${h.attempts} = i.attempt and ${h.outcome} = ${LEASE_EXPIRED_OUTCOME}
+            and i.ended in ('succeeded', 'failed', 'cancelled')
+          returning ${h.id} as id, ${h.jobName} as job_name, ${h.queue} as queue, ${h.payload} as payload, ${h.priority} as priority,
+            ${h.maxAttempts} as max_attempts, ${h.idempotencyKey} as idempotency_key, ${h.scheduleKey} as schedule_key,
+            ${h.scheduledFor} as scheduled_for, ${h.retryPolicy} as retry_policy, ${h.createdAt} as created_at, i.ended as status,
+            i.outcome as outcome, ${h.runAt} as run_at, ${h.attempts} as attempts, ${h.lockedBy} as locked_by,
+            coalesce(i.error, ${h.lastError}) as last_error, ${h.startedAt} as started_at, now() as finished_at,
+            ${h.traceContext} as trace_context, ${h.status} as old_status, ${h.finishedAt} as old_finished_at
+        ), ${ARCHIVE.moved} as (
+          select ${historyColumnList} from verdicts
+        ), ${archiveCtes()}, uncounted as (
+          insert into ${jobCounts} (${name(c.day)}, ${name(c.shard)}, ${name(c.queue)}, ${name(c.status)}, ${name(c.n)})
+          -- The writing backend's shard, negated: archiveCtes counts the new status under the backend's own in this same statement, and one
+          -- statement may not write a counter row twice (an amend that keeps the status would).
+          select (old_finished_at at time zone 'UTC')::date, -pg_backend_pid(), queue, old_status, -count(*) from verdicts group by 1, 3, 4
+          on conflict (${name(c.day)}, ${name(c.shard)}, ${name(c.queue)}, ${name(c.status)}) do update set ${name(c.n)} = ${c.n} + excluded.${name(c.n)}
+        ), found as (
+          select i.*, coalesce(q.job_name, hh.job_name) as job_name, coalesce(q.attempts, hh.attempts) as job_attempts,
+            coalesce(q.status, hh.status) as job_status, coalesce(q.locked_by, hh.locked_by) as job_locked_by
+          from input i
+          left join ${jobQueue} q on q.id = i.id
+          left join lateral (select ${h.jobName} as job_name, ${h.attempts} as attempts, ${h.status} as status, ${h.lockedBy} as locked_by
+                             from ${jobHistory} as h where ${h.id} = i.id limit 1) hh on q.id is null
+          where i.id not in (select id from verdicts)
+        ), judged as (
+          select f.*, case
+            -- The same result already there: a write that committed, sent again after its answer was lost.
+            when f.job_status = f.ended and f.job_locked_by = ${workerId} and f.job_attempts = f.attempt then 'written'
+            when f.ended in ('retry', 'returned') and f.job_status = 'queued' and f.job_locked_by is null and f.job_attempts in (f.attempt, f.attempt - 1) then 'written'
+            else 'superseded' end as fate
+          from found f
+        ), kept as (
+          insert into ${supersededAttempts} (${name(sa.jobId)}, ${name(sa.attempt)}, ${name(sa.worker)}, ${name(sa.jobName)}, ${name(sa.status)},
+            ${name(sa.outcome)}, ${name(sa.error)}, ${name(sa.jobAttempts)}, ${name(sa.jobStatus)})
+          select id, attempt, ${workerId}, coalesce(job_name, '?'), ended, outcome, error, job_attempts, job_status from judged where fate = 'superseded'
+          on conflict do nothing
+        )
+        select id::float8 as id, attempts as attempt, 'amended' as fate, job_name, attempts as job_attempts, status as job_status from verdicts
+        union all
+        select id::float8, attempt, fate, job_name, job_attempts, job_status from judged`,
   );
-  const stops = rows
+  return rowsOut.map((row) => ({ id: row.id, attempt: row.attempt, fate: row.fate, jobName: row.job_name, jobAttempts: row.job_attempts, jobStatus: row.job_status }));
+}
+
+/** Deletes the superseded attempts recorded longer ago than `retentionMs` (the prune chore, with the history's longest retention). */
+export async function pruneSupersededAttempts(executor: Executor, retentionMs: number, now?: Date): Promise<number> {
+  const rows = await query<{ n: number }>(
+    executor,
+    sql`with gone as (delete from ${supersededAttempts} where ${supersededAttempts.recordedAt} < ${clock(now)} - ${milliseconds(retentionMs)} returning 1)
+        select count(*)::int as n from gone`,
+  );
+  return rows[0]?.n ?? 0;
+}
+
+/** The outcome the reaper gives a job it ends for a lapsed lease: a later result of the same attempt replaces that verdict. */
+export const LEASE_EXPIRED_OUTCOME = "lease_expired";
+
+/** What a heartbeat learns: the jobs this worker's attempts still hold, the stop requests on them, and those the reaper ended. */
+export interface HeartbeatAnswer {
+  readonly alive: Set<number>;
+  readonly stops: readonly StopRequest[];
+  /**
+   * Held jobs the reaper ended (no attempts left) while this worker could not
+   * reach the database, and nobody ran since: the attempt runs on, and its
+   * result replaces the reaper's verdict (settleLateCompletions).
+   */
+  readonly reapedHere: Set<number>;
+  /** Held jobs the reaper had returned to the queue, taken back by this beat before anyone claimed them. */
+  readonly retaken: readonly number[];
+}
+
+/** One attempt a worker holds: the job and the attempt's number, the claim's fencing token. */
+export interface HeldAttempt {
+  readonly id: number;
+  readonly attempt: number;
+}
+
+/**
+ * Refreshes the heartbeat of the attempts this worker holds and returns the
+ * jobs still held; a missing id means another attempt holds the job now (the
+ * reaper took it back and someone claimed it) or it ended meanwhile. An
+ * attempt the reaper returned to the queue, unclaimed since, is taken back
+ * (running again, as it never stopped), so the result it reaches is written
+ * and the job does not run twice. With them come the stop requests
+ * (cancel_requested_*, written by cancelJob in src/db/sql/operators.ts): the
+ * heartbeat is how a worker that missed the NOTIFY (behind PgBouncer, a
+ * dropped LISTEN connection) still learns of them, within lease/3. The same
+ * statement refreshes (or restores) the worker's row in the registry
+ * (src/db/sql/workers.ts), so it is sent even when the worker holds nothing.
+ */
+export async function heartbeatJobs(executor: Executor, worker: WorkerRegistration, held: readonly HeldAttempt[]): Promise<HeartbeatAnswer> {
+  const ids = held.map((attempt) => attempt.id);
+  const tokens = sql`(select id, attempt from unnest(${array(ids, "bigint")}, ${array(
+    held.map((attempt) => attempt.attempt),
+    "int",
+  )}) as t(id, attempt))`;
+  const h = jobHistory;
+  const rows = await query<{ id: number; stop_at_ms: number | null; stop_by: string | null; stop_reason: string | null; state: "alive" | "retaken" | "reaped" }>(
+    executor,
+    sql`with registered as (${registerWorker(worker)}), returned as (
+          select ${jobQueue.id} as id from ${jobQueue}
+          where ${jobQueue.id} = any(${array(ids, "bigint")}) and ${jobQueue.lockedBy} = ${worker.id} and ${jobQueue.status} = 'queued'
+        ), beat as (
+          update ${jobQueue} set ${name(jobQueue.heartbeatAt)} = now(), ${name(jobQueue.status)} = 'running'
+          where ${jobQueue.id} = any(${array(ids, "bigint")}) and ${jobQueue.lockedBy} = ${worker.id}
+            and (${jobQueue.id}, ${jobQueue.attempts}) in ${tokens}
+          returning ${jobQueue.id}::float8 as id, ${epochMs(jobQueue.cancelRequestedAt)} as stop_at_ms,
+            ${jobQueue.cancelRequestedBy} as stop_by, ${jobQueue.cancelReason} as stop_reason
+        )
+        select beat.*, case when beat.id in (select id from returned) then 'retaken' else 'alive' end as state from beat
+        union all
+        -- Held jobs the beat did not find (usually none: a result written a moment before): did the reaper end them for this attempt?
+        select ${h.id}::float8, null, null, null, 'reaped' from ${jobHistory}
+        where ${h.id} = any(array(select id from ${tokens} as held where id not in (select id from beat)))
+          and ${h.lockedBy} = ${worker.id} and ${h.outcome} = ${LEASE_EXPIRED_OUTCOME} and (${h.id}, ${h.attempts}) in ${tokens}`,
+  );
+  const live = rows.filter((row) => row.state !== "reaped");
+  const stops = live
     .filter((row) => row.stop_at_ms !== null)
     .map((row) => ({ jobId: row.id, requestedAt: new Date(row.stop_at_ms as number), requestedBy: row.stop_by ?? "unknown", reason: row.stop_reason }));
-  return { alive: new Set(rows.map((row) => row.id)), stops };
+  return {
+    alive: new Set(live.map((row) => row.id)),
+    stops,
+    reapedHere: new Set(rows.filter((row) => row.state === "reaped").map((row) => row.id)),
+    retaken: rows.filter((row) => row.state === "retaken").map((row) => row.id),
+  };
 }
 
 // ---------------------------------------------------------------- reaping
@@ -437,7 +612,8 @@ export interface ReapCounts {
  * down nobody could heartbeat, so after a restart every worker gets a whole
  * lease to reconnect and beat before any of its jobs is taken back.
  */
-export async function reapStaleJobs(executor: Executor, leaseMs: number, now?: Date): Promise<ReapCounts> {
+export async function reapStaleJobs(executor: Executor, leaseMs: number, options: { readonly now?: Date | undefined; readonly sparedWorkers?: readonly string[] } = {}): Promise<ReapCounts> {
+  const { now, sparedWorkers = [] } = options;
   const q = jobQueue;
   const exhausted = sql`${j.attempts} >= ${j.maxAttempts}`;
   const cutoff = sql`${clock(now)} - ${milliseconds(leaseMs)}`;
@@ -448,22 +624,23 @@ export async function reapStaleJobs(executor: Executor, leaseMs: number, now?: D
     sql`with stale as (
           select ${q.id} as id from ${jobQueue}
           where ${q.status} = 'running' and ${q.heartbeatAt} < ${cutoff} and pg_postmaster_start_time() < ${cutoff}
+            and not ${q.lockedBy} = any(${array(sparedWorkers, "text")})
           for update skip locked
         ), requeued as (
           update ${jobQueue} as j set
             ${name(q.status)} = 'queued',
             ${name(q.runAt)} = now(),
             ${name(q.lastError)} = ${leaseError(LeaseExpiredError.REQUEUED)},
-            ${name(q.lockedBy)} = null,
+            -- locked_by stays: until another attempt claims the job, its attempt still holds it (completeJobs, heartbeatJobs).
             ${name(q.heartbeatAt)} = null
           where ${j.id} = any(array(select id from stale)) and not ${exhausted} and ${j.cancelRequestedAt} is null
           returning ${j.queue} as queue, ${j.jobName} as job_name
-        ), moved as (
+        ), ${ARCHIVE.moved} as (
           -- A job asked to stop whose worker died ends cancelled, never requeued.
           delete from ${jobQueue} as j where ${j.id} = any(array(select id from stale)) and (${exhausted} or ${j.cancelRequestedAt} is not null)
           returning ${movedToHistory({
             status: sql`case when ${j.cancelRequestedAt} is null then 'failed' else 'cancelled' end`,
-            outcome: sql`null::text`,
+            outcome: sql`${LEASE_EXPIRED_OUTCOME}::text`,
             lastError: leaseError(LeaseExpiredError.FAILED),
           })}
         ), ${archiveCtes()}, notified as (${notifyQueues(sql`requeued`)})

@@ -1,36 +1,44 @@
-import { sql, type SQL } from "drizzle-orm";
-import { alias } from "drizzle-orm/pg-core";
-import { scheduleLastRuns, scheduleState, scheduleVersions } from "../../schema.js";
-import { query, type Executor } from "../executor.js";
-import { array, clock, epochMs, milliseconds, name, reusableShapes } from "./fragments.js";
-import { jobInsertCtes } from "./jobs.js";
-import { slotPolicyCtes } from "./slot-policy.js";
-
 /**
  * Every statement on the ledger, `cronledger.schedule_state`, written
  * against src/schema.ts. The scheduler's pass is one raw statement of
  * CTEs (drizzle's builder has no data-modifying CTEs joined to arrays):
  * see runPass and passSql, its two variants (light and full) rendered once
- * per shape. About 550 lines: the pass, its repairs and the ledger's reads
+ * per shape. About 600 lines: the pass, its repairs and the ledger's reads
  * and operator writes share the row shapes and are read together.
  */
+
+import { sql, type SQL } from "drizzle-orm";
+import { alias } from "drizzle-orm/pg-core";
+import { scheduleLastRuns, scheduleState, scheduleVersions } from "../../schema.js";
+import { query, type Executor } from "../executor.js";
+import { JOB_INSERT, PASS, SLOT_POLICY } from "./ctes.js";
+import { array, clock, epochMs, milliseconds, name, reusableShapes } from "./fragments.js";
+import { takeDueCtes, type Taken } from "./dynamic.js";
+import { jobInsertCtes } from "./jobs.js";
+import { slotPolicyCtes } from "./slot-policy.js";
+
 
 /** `schedule_state` as `s`, joined to the arrays of planned entries. */
 const s = alias(scheduleState, "s");
 
-/** One entry the pass looks at. */
-export interface PassEntry {
+/** An entry as every statement that fires it takes it (the pass, a run-now): its ledger key, what its job is made of, its overlap policy. */
+export interface EntryJob {
+  /** The entry's ledger key (`schedule_state.key`, its jobs' `schedule_key`). */
   readonly key: string;
   readonly jobName: string;
-  readonly catchUpWindowMs: number;
-  /** The ledger value this process last saw, recreated if the row vanished; null for an entry never seen. */
-  readonly knownLedgerMs: number | null;
   readonly queue: string;
   readonly payloadJson: string;
   readonly priority: number;
   readonly maxAttempts: number;
   /** The entry's overlap policy (src/db/sql/slot-policy.ts): "allow_all" inserts every slot's job as before. */
   readonly overlap: string;
+}
+
+/** One entry the pass looks at. */
+export interface PassEntry extends EntryJob {
+  readonly catchUpWindowMs: number;
+  /** The ledger value this process last saw, recreated if the row vanished; null for an entry never seen. */
+  readonly knownLedgerMs: number | null;
 }
 
 /** One slot that may be its entry's due slot, depending on the clock the statement reads. */
@@ -72,6 +80,27 @@ export interface PassInput {
    * pause of. A row it finds paused is only reported (`paused`).
    */
   readonly light?: boolean;
+  /**
+   * Take the namespace's due dynamic entries in this statement too
+   * (src/db/sql/dynamic.ts, takeDueCtes): the pass's first statement does,
+   * so an idle pass stays one statement. Their rows come back in one extra
+   * row, key null, `taken`.
+   */
+  readonly take?: DynamicTake | null;
+  /**
+   * The trace context stored with every job the statement inserts, as JSON: the pass's producer span
+   * (src/open-telemetry.ts); null or omitted when the process does not trace.
+   */
+  readonly traceContextJson?: string | null;
+}
+
+/** What the pass's first statement takes of the dynamic entries (src/db/sql/dynamic.ts). */
+export interface DynamicTake {
+  readonly namespace: string;
+  /** The namespace of their ledger rows. */
+  readonly ledgerNamespace: string;
+  readonly limit: number;
+  readonly leaseMs: number;
 }
 
 /** One row per entry of the pass (one row with a null key when it had none). */
@@ -100,6 +129,8 @@ export interface PassRow {
    * A light statement left such a row alone: its entry is to be run again in the full statement.
    */
   paused: boolean | null;
+  /** Only in the one extra row (key null) of a statement that took the due dynamic entries: what it took. */
+  taken?: Taken | null;
 }
 
 /**
@@ -131,16 +162,19 @@ export interface PassRow {
 export async function runPass(executor: Executor, input: PassInput): Promise<PassRow[]> {
   // The idle pass, every second on every replica: the clock alone, without planning the empty statement.
   if (input.entries.length === 0) {
+    const take = input.take ?? null;
+    const truncated = sql`date_trunc('milliseconds', ${clock(input.exactNow)})`;
     return query<PassRow>(
       executor,
-      sql`select ${epochMs(sql`date_trunc('milliseconds', ${clock(input.exactNow)})`)} as now_ms, null as key, null as old_ms, null as slot_ms, null as stale,
+      sql`${take === null ? sql`` : sql`with ${takeDueCtes(takeValues(take), truncated)} `}select ${epochMs(truncated)} as now_ms, null as key, null as old_ms, null as slot_ms, null as stale,
             false as claimed, null as created_ms, false as repaired, null as job_id, false as locked, null as quarantined_until_ms,
-            null as skip_reason, null as skip_detail, null as skipped_job_id, null as paused`,
+            null as skip_reason, null as skip_detail, null as skipped_job_id, null as paused${take === null ? sql`` : sql`, (select taken from taken_json) as taken`}`,
     );
   }
   const lockWaitMs = input.lockWaitMs ?? null;
   const lockTimeoutMs = lockWaitMs ?? input.otherLockWaitMs ?? null;
-  const shape = { light: input.light === true, fixedClock: input.exactNow !== null, lockTimeout: lockTimeoutMs !== null, skipLocked: lockWaitMs === null };
+  const take = input.take ?? null;
+  const shape = { light: input.light === true, fixedClock: input.exactNow !== null, lockTimeout: lockTimeoutMs !== null, skipLocked: lockWaitMs === null, take: take !== null };
   const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
   return query<PassRow>(
     executor,
@@ -165,6 +199,11 @@ export async function runPass(executor: Executor, input: PassInput): Promise<Pas
       highMs: input.highMs,
       toleranceMs: input.futureToleranceMs,
       lockTimeout: lockTimeoutMs === null ? null : String(Math.max(1, Math.round(lockTimeoutMs))),
+      takeNamespace: take?.namespace ?? null,
+      takeLedgerNamespace: take?.ledgerNamespace ?? null,
+      takeLimit: take?.limit ?? null,
+      takeLeaseMs: take?.leaseMs ?? null,
+      traceContext: input.traceContextJson ?? null,
     }),
   );
 }
@@ -189,7 +228,12 @@ type PassValue =
   | "lowMs"
   | "highMs"
   | "toleranceMs"
-  | "lockTimeout";
+  | "lockTimeout"
+  | "takeNamespace"
+  | "takeLedgerNamespace"
+  | "takeLimit"
+  | "takeLeaseMs"
+  | "traceContext";
 
 /** What makes one pass statement's text differ from another's. */
 interface PassShape {
@@ -201,41 +245,26 @@ interface PassShape {
   readonly lockTimeout: boolean;
   /** Ledger rows other sessions hold are skipped, not waited for. */
   readonly skipLocked: boolean;
+  /** The statement also takes the due dynamic entries (PassInput.take). */
+  readonly take: boolean;
 }
 
-/** The pass's text, rendered once per shape (src/db/sql/fragments.ts, reusableShapes): at most 8 shapes are used. */
+/** The pass's text, rendered once per shape (src/db/sql/fragments.ts, reusableShapes): at most 16 shapes are used. */
 const passStatement = reusableShapes<PassShape, PassValue>((shape, value) => passSql(shape, value));
 
-function passSql({ light, fixedClock, lockTimeout, skipLocked }: PassShape, value: (name: PassValue) => SQL): SQL {
+function passSql({ light, fixedClock, lockTimeout, skipLocked, take }: PassShape, value: (name: PassValue) => SQL): SQL {
+  const { entry, due, corrupt, locked, created, repaired, claimed } = PASS;
   const truncatedNow = sql`date_trunc('milliseconds', ${fixedClock ? sql`${value("now")}::timestamptz` : sql`now()`})`;
   const ledgerMs = epochMs(s.lastEnqueuedSlot);
   // set_config(..., true) lasts until the end of this statement's own transaction; the join makes it run before any row is locked.
   const lockWait = lockTimeout ? sql`cross join (select set_config('lock_timeout', ${value("lockTimeout")}, true)) as lock_wait` : sql``;
   // The light statement leaves a paused row alone (neither claimed nor repaired): the tick runs its entry again in the full one.
   const notPaused = light ? sql` and not e.paused` : sql``;
-  const jobsOf = sql`select e.job_name, e.queue, e.payload::jsonb, e.priority, clock.now, e.max_attempts, d.idempotency_key, e.key, d.slot_at::timestamptz, null::jsonb
-      from claimed cl join due d on d.key = cl.key join entry e on e.key = cl.key cross join clock
-      where not d.stale`;
-  const decisions = light
-    ? sql`${jobInsertCtes(jobsOf)}`
-    : sql`${slotPolicyCtes(
-        // The claimed, non-stale slots of the entries a policy or a pause can hold back, driven by the due ones with a hashed
-        // semi-join on the claim (a join on its RETURNING was planned as a nested loop). An entry that allows all and runs is
-        // never a candidate: it fires as before, and a 100,000-entry pass does not carry every slot through the policy's CTEs
-        // (7.3 s against 5.8 s before the policies, docs/benchmarks.md).
-        sql`select d.key, d.slot_at, e.overlap, coalesce(e.paused, false) as paused, e.paused_by, e.paused_note,
-            e.job_name, e.queue, e.payload, e.priority, e.max_attempts
-          from due d join entry e on e.key = d.key
-          where not d.stale and (e.overlap <> 'allow_all' or e.paused) and d.key in (select key from claimed)`,
-        sql`(select now from clock)`,
-      )}, ${jobInsertCtes(sql`${jobsOf} and cl.key not in (select key from decided where skip_reason is not null)`)}`;
-  const skips = light
-    ? sql`null::text as skip_reason, null::text as skip_detail, null::float8 as skipped_job_id`
-    : sql`dc.skip_reason, dc.skip_detail, sk.id::float8 as skipped_job_id`;
+  const decisions = passDecisions(light, value("traceContext"));
   return sql`
-    with clock as (
+    with ${PASS.clock} as (
       select t as now, ${epochMs(sql`t`)} as now_ms from (select ${truncatedNow} as t) as c
-    ), entry as (
+    ), ${take ? sql`${takeDueCtes(takeValues(value), sql`(select now from ${PASS.clock})`)}, ` : sql``}${entry} as (
       select e.*, ${ledgerMs} as old_ms, ${epochMs(s.quarantinedUntil)} as quarantined_until_ms,
         ${s.pausedAt} is not null as paused, ${s.pausedBy} as paused_by, ${s.pausedNote} as paused_note
       from unnest(
@@ -244,67 +273,116 @@ function passSql({ light, fixedClock, lockTimeout, skipLocked }: PassShape, valu
         ${value("overlaps")}::text[]`}
       ) as e(key, job_name, window_ms, start_at, queue, payload, priority, max_attempts${light ? sql`` : sql`, overlap`})
       left join ${scheduleState} as s on ${s.key} = e.key
-    ), due as (
+    ), ${due} as (
       select distinct on (c.key) c.key, c.slot_ms, c.slot_at, c.idempotency_key, e.old_ms,
         c.slot_ms < clock.now_ms - e.window_ms as stale
       from unnest(
         ${value("slotKeys")}::text[], ${value("slotMs")}::float8[], ${value("slotAt")}::text[], ${value("fireMs")}::float8[], ${value("idempotencyKeys")}::text[]
       ) as c(key, slot_ms, slot_at, fire_ms, idempotency_key)
-      join entry e on e.key = c.key
-      cross join clock
+      join ${entry} e on e.key = c.key
+      cross join ${PASS.clock} as clock
       where clock.now_ms between ${value("lowMs")}::float8 and ${value("highMs")}::float8
         and e.old_ms <= clock.now_ms + ${value("toleranceMs")}::float8
         and c.fire_ms <= clock.now_ms
         and c.slot_ms > e.old_ms
         and (e.quarantined_until_ms is null or e.quarantined_until_ms <= clock.now_ms)${notPaused}
       order by c.key, c.slot_ms desc
-    ), corrupt as (
+    ), ${corrupt} as (
       -- The clock as a scalar, so the filter picks the few corrupt rows before any join instead of after it.
-      select e.key, e.old_ms from entry e where e.old_ms > (select now_ms from clock) + ${value("toleranceMs")}::float8${notPaused}
-    ), locked as (
+      select e.key, e.old_ms from ${entry} e where e.old_ms > (select now_ms from ${PASS.clock}) + ${value("toleranceMs")}::float8${notPaused}
+    ), ${locked} as (
       -- Only the rows this statement writes. One another session holds is reported, not waited for (or waited for briefly).
       select ${s.key} as key from ${scheduleState} as s
       ${lockWait}
-      where ${s.key} = any(array(select key from due union all select key from corrupt))
+      where ${s.key} = any(array(select key from ${due} union all select key from ${corrupt}))
       for update of s ${skipLocked ? sql`skip locked` : sql``}
-    ), created as (
+    ), ${created} as (
       insert into ${scheduleState} (${name(scheduleState.key)}, ${name(scheduleState.namespace)}, ${name(scheduleState.jobName)}, ${name(scheduleState.lastEnqueuedSlot)})
       select e.key, ${value("namespace")}, e.job_name, coalesce(e.start_at::timestamptz, clock.now)
-      from entry e cross join clock
+      from ${entry} e cross join ${PASS.clock} as clock
       where e.old_ms is null
       on conflict (${name(scheduleState.key)}) do nothing
       returning ${name(scheduleState.key)} as key, ${epochMs(scheduleState.lastEnqueuedSlot)} as ms
-    ), repaired as (
-      update ${scheduleState} as s set ${name(scheduleState.lastEnqueuedSlot)} = (select now from clock), ${name(scheduleState.updatedAt)} = now()
-      from corrupt r join locked l on l.key = r.key
+    ), ${repaired} as (
+      update ${scheduleState} as s set ${name(scheduleState.lastEnqueuedSlot)} = (select now from ${PASS.clock}), ${name(scheduleState.updatedAt)} = now()
+      from ${corrupt} r join ${locked} l on l.key = r.key
       where ${s.key} = r.key and ${ledgerMs} = r.old_ms
       returning ${s.key} as key
-    ), claimed as (
+    ), ${claimed} as (
       update ${scheduleState} as s set ${name(scheduleState.lastEnqueuedSlot)} = d.slot_at::timestamptz, ${name(scheduleState.updatedAt)} = now(),
         ${name(scheduleState.quarantinedUntil)} = null, ${name(scheduleState.quarantineReason)} = null,
         ${name(scheduleState.quarantineCount)} = 0, ${name(scheduleState.quarantinedSince)} = null
-      from due d join locked l on l.key = d.key
+      from ${due} d join ${locked} l on l.key = d.key
       where ${s.key} = d.key and ${ledgerMs} = d.old_ms
       returning ${s.key} as key
     ), ${decisions}
+    ${passRows(light)}${take ? takenRow : sql``}`;
+}
+
+/** The extra row of a statement that took the due dynamic entries: the clock, nulls, and what it took. */
+const takenRow = sql`
+    union all
+    select (select now_ms from ${PASS.clock}), null::text, null::float8, null::float8, null::boolean, false, null::float8, false, null::float8, false,
+      null::float8, null::text, null::text, null::float8, null::boolean, (select taken from taken_json)`;
+
+/** The take's values: placeholders of a reusable shape, or a take's own. */
+function takeValues(source: DynamicTake | ((name: PassValue) => SQL)) {
+  if (typeof source === "function") {
+    return { namespace: source("takeNamespace"), ledgerNamespace: source("takeLedgerNamespace"), limit: source("takeLimit"), leaseMs: source("takeLeaseMs") };
+  }
+  return { namespace: sql`${source.namespace}`, ledgerNamespace: sql`${source.ledgerNamespace}`, limit: sql`${source.limit}`, leaseMs: sql`${source.leaseMs}` };
+}
+
+/**
+ * The pass's decisions on its claimed slots: the light statement inserts the
+ * jobs of every claimed, non-stale slot; the full one first lets a pause or
+ * an overlap policy hold a slot back (src/db/sql/slot-policy.ts).
+ */
+function passDecisions(light: boolean, traceContext: SQL): SQL {
+  const { entry, due, claimed } = PASS;
+  const jobsOf = sql`select e.job_name, e.queue, e.payload::jsonb, e.priority, clock.now, e.max_attempts, d.idempotency_key, e.key, d.slot_at::timestamptz, null::jsonb,
+        ${traceContext}::jsonb
+      from ${claimed} cl join ${due} d on d.key = cl.key join ${entry} e on e.key = cl.key cross join ${PASS.clock} as clock
+      where not d.stale`;
+  if (light) return sql`${jobInsertCtes(jobsOf)}`;
+  // The claimed, non-stale slots of the entries a policy or a pause can hold back, driven by the due ones with a hashed
+  // semi-join on the claim (a join on its RETURNING was planned as a nested loop). An entry that allows all and runs is
+  // never a candidate: it fires as before, and a 100,000-entry pass does not carry every slot through the policy's CTEs
+  // (7.3 s against 5.8 s before the policies, docs/benchmarks.md).
+  const candidates = sql`select d.key, d.slot_at, e.overlap, coalesce(e.paused, false) as paused, e.paused_by, e.paused_note,
+      e.job_name, e.queue, e.payload, e.priority, e.max_attempts
+    from ${due} d join ${entry} e on e.key = d.key
+    where not d.stale and (e.overlap <> 'allow_all' or e.paused) and d.key in (select key from ${claimed})`;
+  return sql`${slotPolicyCtes(candidates, sql`(select now from ${PASS.clock})`)}, ${jobInsertCtes(
+    sql`${jobsOf} and cl.key not in (select key from ${SLOT_POLICY.decided} where skip_reason is not null)`,
+  )}`;
+}
+
+/** The pass's rows: one per entry, with what the statement did to it (PassRow); one row of nulls when it had none. */
+function passRows(light: boolean): SQL {
+  const { entry, due, corrupt, locked, created, repaired, claimed } = PASS;
+  const skips = light
+    ? sql`null::text as skip_reason, null::text as skip_detail, null::float8 as skipped_job_id`
+    : sql`dc.skip_reason, dc.skip_detail, sk.id::float8 as skipped_job_id`;
+  return sql`
     select clock.now_ms, e.key, e.old_ms, d.slot_ms, d.stale, cl.key is not null as claimed, cr.ms as created_ms,
       rp.key is not null as repaired, i.id::float8 as job_id,
       (d.key is not null or co.key is not null) and l.key is null as locked, e.quarantined_until_ms,
-      ${skips}, e.paused
-    from clock cross join notified${light ? sql`` : sql` cross join overlap_notified`}
-    left join entry e on true
-    left join due d on d.key = e.key
-    left join corrupt co on co.key = e.key
-    left join locked l on l.key = e.key
-    left join claimed cl on cl.key = e.key
-    left join created cr on cr.key = e.key
-    left join repaired rp on rp.key = e.key
-    left join inserted i on i.schedule_key = e.key${
+      ${skips}, e.paused, null::json as taken
+    from ${PASS.clock} as clock cross join ${JOB_INSERT.notified}${light ? sql`` : sql` cross join ${SLOT_POLICY.overlapNotified}`}
+    left join ${entry} e on true
+    left join ${due} d on d.key = e.key
+    left join ${corrupt} co on co.key = e.key
+    left join ${locked} l on l.key = e.key
+    left join ${claimed} cl on cl.key = e.key
+    left join ${created} cr on cr.key = e.key
+    left join ${repaired} rp on rp.key = e.key
+    left join ${JOB_INSERT.inserted} i on i.schedule_key = e.key${
       light
         ? sql``
         : sql`
-    left join decided dc on dc.key = e.key
-    left join moved sk on sk.schedule_key = e.key and sk.status = 'skipped'`
+    left join ${SLOT_POLICY.decided} dc on dc.key = e.key
+    left join ${SLOT_POLICY.moved} sk on sk.schedule_key = e.key and sk.status = 'skipped'`
     }`;
 }
 

@@ -2,6 +2,7 @@ import { sql, type SQL } from "drizzle-orm";
 import { alias } from "drizzle-orm/pg-core";
 import { jobCounts as jobCountsTable, jobHistory, jobQueue, jobs, scheduleLastRuns } from "../../schema.js";
 import { query, type Executor } from "../executor.js";
+import { ARCHIVE, JOB_INSERT } from "./ctes.js";
 import { array, epochMicrosText, epochMs, name } from "./fragments.js";
 import { archiveCtes, movedToHistory } from "./history.js";
 import { CANCEL_CHANNEL, jobInsertCtes } from "./jobs.js";
@@ -92,9 +93,9 @@ export async function copyFailedJob(executor: Executor, id: number, idempotencyK
     sql`with ${jobInsertCtes(sql`
           select ${h.jobName}, ${h.queue}, ${h.payload}, ${h.priority}, now(),
                  case when ${h.retryPolicy} is null then coalesce(${maxAttempts}::int, ${h.maxAttempts}) else ${h.maxAttempts} end,
-                 ${idempotencyKey}::text, ${h.scheduleKey}, ${h.scheduledFor}, ${h.retryPolicy}
+                 ${idempotencyKey}::text, ${h.scheduleKey}, ${h.scheduledFor}, ${h.retryPolicy}, ${h.traceContext}
           from ${jobHistory} where ${h.id} = ${id} and ${h.status} = 'failed' limit 1`)}
-        select inserted.id::float8 as id from inserted cross join notified`,
+        select i.id::float8 as id from ${JOB_INSERT.inserted} i cross join ${JOB_INSERT.notified}`,
   );
   return row?.id;
 }
@@ -133,7 +134,7 @@ export async function cancelJob(executor: Executor, id: number, request: { reado
   const q = jobQueue;
   const [row] = await query<CancelRow>(
     executor,
-    sql`with moved as (
+    sql`with ${ARCHIVE.moved} as (
           delete from ${jobQueue} as j where ${j.id} = ${id} and ${j.status} = 'queued'
           returning ${movedToHistory({ status: sql`'cancelled'`, outcome: sql`null::text`, lastError: sql`${j.lastError}` })}
         ), ${archiveCtes()}, stopping as (
@@ -147,7 +148,7 @@ export async function cancelJob(executor: Executor, id: number, request: { reado
           select count(pg_notify(${CANCEL_CHANNEL}, id::text)) as n from stopping
         )
         select ${jobs.jobName} as job_name, ${jobs.status} as status, ${jobs.attempts} as attempts, ${jobs.maxAttempts} as max_attempts,
-               exists (select 1 from moved) as cancelled,
+               exists (select 1 from ${ARCHIVE.moved}) as cancelled,
                ${epochMs(sql`s.requested_at`)} as stop_requested_at_ms, s.requested_by as stop_requested_by, s.reason as stop_reason,
                coalesce((select ${q.cancelRequestedAt} is not null from ${jobQueue} where ${q.id} = ${id}), false) as already_stopping
         from ${jobs} left join stopping s on true cross join notified

@@ -1,6 +1,7 @@
 import { sql, type SQL } from "drizzle-orm";
 import { alias } from "drizzle-orm/pg-core";
 import { jobQueue } from "../../schema.js";
+import { SLOT_POLICY } from "./ctes.js";
 import { name } from "./fragments.js";
 import { archiveCtes, movedToHistory } from "./history.js";
 import { CANCEL_CHANNEL, JOB_ID_SEQUENCE } from "./jobs.js";
@@ -60,7 +61,7 @@ export function slotPolicyCtes(candidates: SQL, now: SQL): SQL {
       from ${jobQueue}
       where ${q.scheduleKey} in (select key from slot_candidates where overlap <> 'allow_all' and not paused)
       group by ${q.scheduleKey}
-    ), decided as (
+    ), ${SLOT_POLICY.decided} as (
       select c.key, c.slot_at, c.job_name, c.queue, c.payload, c.priority, c.max_attempts,
         c.overlap = 'cancel_other' and not c.paused and lv.key is not null as supersedes,
         case when c.paused then 'paused'
@@ -75,7 +76,7 @@ export function slotPolicyCtes(candidates: SQL, now: SQL): SQL {
         end as skip_detail
       from slot_candidates c left join live lv on lv.key = c.key
     ), superseding as materialized (
-      select key, slot_at from decided where supersedes
+      select key, slot_at from ${SLOT_POLICY.decided} where supersedes
     ), superseded_targets as materialized (
       -- The live jobs of the few superseding entries, one index range each (job_queue_schedule_idx), never a scan of the queue per decision.
       select t.id, dc.slot_at from superseding dc
@@ -101,15 +102,15 @@ export function slotPolicyCtes(candidates: SQL, now: SQL): SQL {
       where ${j.id} = t.id and ${j.status} in ('queued', 'running') and ${j.cancelRequestedAt} is null
         and ${j.id} not in (select id from superseded)
       returning ${j.id} as id
-    ), overlap_notified as (
+    ), ${SLOT_POLICY.overlapNotified} as (
       select count(pg_notify(${CANCEL_CHANNEL}, id::text)) as n from stop_asked
-    ), moved as materialized (
+    ), ${SLOT_POLICY.moved} as materialized (
       -- A skipped slot is a finished run of its entry that never ran: no idempotency key, so a deliberate backfill may still fire it.
       select nextval(${JOB_ID_SEQUENCE}::regclass) as id, dc.job_name, dc.queue, dc.payload::jsonb as payload, dc.priority, dc.max_attempts,
         null::text as idempotency_key, dc.key as schedule_key, dc.slot_at::timestamptz as scheduled_for, null::jsonb as retry_policy,
         ${now} as created_at, 'skipped'::text as status, dc.skip_reason as outcome, ${now} as run_at, 0 as attempts,
-        null::text as locked_by, dc.skip_detail as last_error, null::timestamptz as started_at, now() as finished_at
-      from decided dc
+    null::text as locked_by, dc.skip_detail as last_error, null::timestamptz as started_at, now() as finished_at, null::jsonb as trace_context
+      from ${SLOT_POLICY.decided} dc
       where dc.skip_reason is not null
       union all
       select * from superseded

@@ -1,22 +1,18 @@
 import { sql } from "drizzle-orm";
 import { jobKeys } from "../../schema.js";
 import { query, type Executor } from "../executor.js";
+import { JOB_INSERT, SLOT_POLICY } from "./ctes.js";
 import { epochMs } from "./fragments.js";
 import { jobInsertCtes } from "./jobs.js";
+import type { EntryJob } from "./ledger.js";
 import { slotPolicyCtes } from "./slot-policy.js";
 
 /** A run-now of one schedule entry: what its job is made of, and the request's idempotency key. */
-export interface TriggerInput {
-  /** The entry's ledger key (the job's `schedule_key`). */
-  readonly key: string;
-  readonly jobName: string;
-  readonly queue: string;
-  readonly payloadJson: string;
-  readonly priority: number;
-  readonly maxAttempts: number;
-  readonly overlap: string;
+export interface TriggerInput extends EntryJob {
   /** src/jobs/trigger-key.ts */
   readonly idempotencyKey: string;
+  /** The run-now's producer span context, as JSON (src/open-telemetry.ts); null when the process does not trace. */
+  readonly traceContextJson?: string | null;
 }
 
 export interface TriggerRow {
@@ -53,12 +49,13 @@ export async function triggerEntry(executor: Executor, input: TriggerInput): Pro
               where not exists (select 1 from existing)`,
           sql`now()`,
         )}, ${jobInsertCtes(sql`
-          select job_name, queue, payload::jsonb, priority, now(), max_attempts, ${input.idempotencyKey}::text, key, slot_at::timestamptz, null::jsonb
-          from decided where skip_reason is null`)}
-        select (select job_id from existing)::float8 as existing_id, (select id from inserted limit 1)::float8 as job_id,
-          (select skip_reason from decided limit 1) as skip_reason, (select skip_detail from decided limit 1) as skip_detail,
-          (select id from moved where status = 'skipped' limit 1)::float8 as skipped_job_id, ${epochMs(sql`now()`)} as slot_ms
-        from notified cross join overlap_notified`,
+          select job_name, queue, payload::jsonb, priority, now(), max_attempts, ${input.idempotencyKey}::text, key, slot_at::timestamptz, null::jsonb,
+            ${input.traceContextJson ?? null}::jsonb
+          from ${SLOT_POLICY.decided} where skip_reason is null`)}
+        select (select job_id from existing)::float8 as existing_id, (select id from ${JOB_INSERT.inserted} limit 1)::float8 as job_id,
+          (select skip_reason from ${SLOT_POLICY.decided} limit 1) as skip_reason, (select skip_detail from ${SLOT_POLICY.decided} limit 1) as skip_detail,
+          (select id from ${SLOT_POLICY.moved} where status = 'skipped' limit 1)::float8 as skipped_job_id, ${epochMs(sql`now()`)} as slot_ms
+        from ${JOB_INSERT.notified} cross join ${SLOT_POLICY.overlapNotified}`,
   );
   if (row === undefined) throw new Error("cronledger: a run-now returned no row");
   return row;

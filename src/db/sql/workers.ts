@@ -3,6 +3,7 @@ import { JobNotRegisteredError } from "../../errors.js";
 import { jobQueue, scheduleVersions, workers } from "../../schema.js";
 import { query, type Executor } from "../executor.js";
 import { alias } from "drizzle-orm/pg-core";
+import { ARCHIVE } from "./ctes.js";
 import { array, clock, epochMs, milliseconds, name } from "./fragments.js";
 import { archiveCtes, movedToHistory } from "./history.js";
 
@@ -128,11 +129,11 @@ export async function failUnregisteredJobs(
             and not ${q.jobName} = any(${array(registered, "text")})
             and ${unregisteredWithin(sql`${q.jobName}`, sql`${q.queue}`, olderThanMs, now)}
           for update skip locked
-        ), moved as (
+        ), ${ARCHIVE.moved} as (
           delete from ${jobQueue} as j where ${j.id} = any(array(select id from doomed))
           returning ${movedToHistory({ status: sql`'failed'`, outcome: sql`null::text`, lastError: error })}
         ), ${archiveCtes()}
-        select job_name, count(*)::int as n from moved group by job_name`,
+        select job_name, count(*)::int as n from ${ARCHIVE.moved} group by job_name`,
   );
   return { failed: rows.reduce((sum, row) => sum + row.n, 0), failedByJob: Object.fromEntries(rows.map((row) => [row.job_name, row.n])) };
 }

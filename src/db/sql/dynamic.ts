@@ -1,0 +1,373 @@
+import { sql, type SQL } from "drizzle-orm";
+import { alias } from "drizzle-orm/pg-core";
+import { dynamicSchedules, scheduleLastRuns, scheduleState } from "../../schema.js";
+import { query, type Executor } from "../executor.js";
+import { array, clock, epochMs, milliseconds, name } from "./fragments.js";
+
+/**
+ * Schedules as data (`cronledger.dynamic_schedules`): the statements that
+ * store an application's runtime entries, list them, and hand the due ones
+ * to the scheduler's pass. An entry's ledger row is an ordinary
+ * `schedule_state` row (in the namespace `<namespace>#dynamic`), claimed by
+ * the same pass statement as a static entry's (src/db/sql/ledger.ts); this
+ * file only adds how the pass finds what is due (takeDueCtes) and how it
+ * records each entry's next fire (releaseDynamic). Longer than most: the
+ * statements share the table's row shapes and are read together.
+ */
+
+const d = alias(dynamicSchedules, "d");
+const s = alias(scheduleState, "s");
+
+/** A dynamic entry as it is stored: validated and resolved (src/schedule/dynamic-entry.ts). */
+export interface DynamicEntryRow {
+  readonly key: string;
+  /** Its ledger row's key (`<namespace>#dynamic|<key>`). */
+  readonly ledgerKey: string;
+  readonly jobName: string;
+  /** The canonical cron. */
+  readonly cron: string;
+  readonly timezone: string;
+  readonly payloadJson: string;
+  readonly jitterMs: number;
+  readonly catchUpWindowMs: number;
+  readonly queue: string;
+  readonly priority: number;
+  readonly maxAttempts: number;
+  readonly overlap: string;
+  /** The fire time of its first slot after the upserting process's clock less a tolerance; null: it never fires. */
+  readonly nextFireMs: number | null;
+}
+
+/** What an upsert did to one entry. */
+export type UpsertOutcome = "created" | "updated" | "retimed" | "unchanged";
+
+const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
+
+/**
+ * Creates or changes entries, in one statement on `executor` (cronledger's
+ * database or the application's transaction). An unchanged entry is not
+ * written at all. A new entry's ledger row is created at the statement's
+ * clock (`now()`, or the instant given), so it never fires a slot before it existed; a retimed one (cron,
+ * zone or jitter changed) has its ledger moved to `now()` if it was behind,
+ * so the new timing fires no slot before the switch, and the ledger's guard
+ * keeps a slot the old timing fired from firing again. Existing rows are
+ * locked first (`for update`), so two upserts of one key see each other.
+ */
+export async function upsertDynamic(
+  executor: Executor,
+  at: { readonly namespace: string; readonly ledgerNamespace: string; readonly now: Date | null },
+  rows: readonly DynamicEntryRow[],
+): Promise<{ key: string; outcome: UpsertOutcome }[]> {
+  if (rows.length === 0) return [];
+  const { namespace, ledgerNamespace } = at;
+  const now = clock(at.now);
+  const column = <K extends keyof DynamicEntryRow>(key: K) => rows.map((row) => row[key]) as (string | number | null)[];
+  const sameTiming = sql`o.cron = i.cron and o.timezone = i.timezone and o.jitter_ms = i.jitter_ms`;
+  const definition = [d.jobName, d.cron, d.timezone, d.payload, d.jitterMs, d.catchUpWindowMs, d.queue, d.priority, d.maxAttempts, d.overlap];
+  const columns = [
+    dynamicSchedules.namespace,
+    dynamicSchedules.key,
+    dynamicSchedules.jobName,
+    dynamicSchedules.cron,
+    dynamicSchedules.timezone,
+    dynamicSchedules.payload,
+    dynamicSchedules.jitterMs,
+    dynamicSchedules.catchUpWindowMs,
+    dynamicSchedules.queue,
+    dynamicSchedules.priority,
+    dynamicSchedules.maxAttempts,
+    dynamicSchedules.overlap,
+    dynamicSchedules.nextFireAt,
+  ];
+  const list = sql.join(
+    columns.map((c) => name(c)),
+    sql`, `,
+  );
+  const excluded = sql.join(
+    definition.map((c) => sql`excluded.${name(c)}`),
+    sql`, `,
+  );
+  return query<{ key: string; outcome: UpsertOutcome }>(
+    executor,
+    sql`with i as (
+          select * from unnest(${array(column("key"), "text")}, ${array(column("ledgerKey"), "text")}, ${array(column("jobName"), "text")},
+            ${array(column("cron"), "text")}, ${array(column("timezone"), "text")}, ${array(column("payloadJson"), "text")},
+            ${array(column("jitterMs"), "float8")}, ${array(column("catchUpWindowMs"), "float8")}, ${array(column("queue"), "text")},
+            ${array(column("priority"), "int")}, ${array(column("maxAttempts"), "int")}, ${array(column("overlap"), "text")},
+            ${array(
+              rows.map((row) => iso(row.nextFireMs)),
+              "text",
+            )}) as i(key, ledger_key, job_name, cron, timezone, payload, jitter_ms, window_ms, queue, priority, max_attempts, overlap, next_fire_at)
+        ), o as (
+          select ${d.key} as key, ${d.cron} as cron, ${d.timezone} as timezone, ${d.jitterMs} as jitter_ms from ${dynamicSchedules} as d
+          where ${d.namespace} = ${namespace} and ${d.key} = any(array(select key from i))
+          for update
+        ), upserted as (
+          insert into ${dynamicSchedules} as d (${list})
+          select ${namespace}, i.key, i.job_name, i.cron, i.timezone, i.payload::jsonb, i.jitter_ms, i.window_ms, i.queue, i.priority, i.max_attempts, i.overlap,
+            i.next_fire_at::timestamptz
+          from i
+          on conflict (${name(dynamicSchedules.namespace)}, ${name(dynamicSchedules.key)}) do update set
+            ${sql.join(
+              definition.map((c) => sql`${name(c)} = excluded.${name(c)}`),
+              sql`, `,
+            )},
+            ${name(dynamicSchedules.nextFireAt)} = case
+              when (${d.cron}, ${d.timezone}, ${d.jitterMs}) = (excluded.${name(d.cron)}, excluded.${name(d.timezone)}, excluded.${name(d.jitterMs)})
+              then ${d.nextFireAt} else excluded.${name(d.nextFireAt)} end,
+            ${name(dynamicSchedules.version)} = ${d.version} + 1, ${name(dynamicSchedules.updatedAt)} = now()
+          where (${sql.join(definition, sql`, `)}) is distinct from (${excluded})
+          returning ${d.key} as key
+        ), ledger as (
+          insert into ${scheduleState} as s (${name(scheduleState.key)}, ${name(scheduleState.namespace)}, ${name(scheduleState.jobName)}, ${name(scheduleState.lastEnqueuedSlot)})
+          select i.ledger_key, ${ledgerNamespace}, i.job_name, ${now} from i left join o on o.key = i.key
+          where i.key in (select key from upserted) and (o.key is null or not (${sameTiming}))
+          on conflict (${name(scheduleState.key)}) do update set
+            ${name(scheduleState.lastEnqueuedSlot)} = greatest(${s.lastEnqueuedSlot}, excluded.${name(scheduleState.lastEnqueuedSlot)}),
+            ${name(scheduleState.jobName)} = excluded.${name(scheduleState.jobName)}, ${name(scheduleState.updatedAt)} = now()
+        )
+        select i.key, case when u.key is null then 'unchanged' when o.key is null then 'created' when ${sameTiming} then 'updated' else 'retimed' end as outcome
+        from i left join o on o.key = i.key left join upserted u on u.key = i.key`,
+  );
+}
+
+/**
+ * Removes entries: their definition, ledger row and last run, in one
+ * statement on `executor`. From its commit no pass fires them: a pass that
+ * took one before finds its ledger row gone and fires nothing (it may
+ * recreate the row, which its release deletes). Their queued or running
+ * jobs are left alone (docs/decisions.md). Returns the keys it removed.
+ */
+export async function removeDynamic(executor: Executor, namespace: string, entries: readonly { key: string; ledgerKey: string }[]): Promise<string[]> {
+  if (entries.length === 0) return [];
+  const rows = await query<{ key: string }>(
+    executor,
+    sql`with removed as (
+          delete from ${dynamicSchedules} as d where ${d.namespace} = ${namespace} and ${d.key} = any(${array(
+            entries.map((entry) => entry.key),
+            "text",
+          )})
+          returning ${d.key} as key
+        ), ledger as (
+          delete from ${scheduleState} where ${scheduleState.key} = any(${array(
+            entries.map((entry) => entry.ledgerKey),
+            "text",
+          )})
+        ), last_runs as (
+          delete from ${scheduleLastRuns} where ${scheduleLastRuns.scheduleKey} = any(${array(
+            entries.map((entry) => entry.ledgerKey),
+            "text",
+          )})
+        )
+        select key from removed`,
+  );
+  return rows.map((row) => row.key);
+}
+
+/** A stored entry with its ledger state and last run, as get and list return it. */
+export interface DynamicEntryState {
+  key: string;
+  job_name: string;
+  cron: string;
+  timezone: string;
+  payload: unknown;
+  jitter_ms: number;
+  catch_up_window_ms: number;
+  queue: string;
+  priority: number;
+  max_attempts: number;
+  overlap: string;
+  next_fire_ms: number | null;
+  version: number;
+  created_ms: number;
+  updated_ms: number;
+  /** The ledger: the last slot handled. */
+  slot_ms: number | null;
+  paused_at_ms: number | null;
+  paused_by: string | null;
+  paused_note: string | null;
+  quarantined_until_ms: number | null;
+  quarantine_reason: string | null;
+  last_run_status: string | null;
+  last_run_slot_ms: number | null;
+  last_run_finished_ms: number | null;
+}
+
+function stateSelect(ledgerNamespace: string): SQL {
+  const r = scheduleLastRuns;
+  return sql`select ${d.key} as key, ${d.jobName} as job_name, ${d.cron} as cron, ${d.timezone} as timezone, ${d.payload} as payload,
+      ${d.jitterMs} as jitter_ms, ${d.catchUpWindowMs} as catch_up_window_ms, ${d.queue} as queue, ${d.priority} as priority,
+      ${d.maxAttempts} as max_attempts, ${d.overlap} as overlap, ${epochMs(d.nextFireAt)} as next_fire_ms, ${d.version} as version,
+      ${epochMs(d.createdAt)} as created_ms, ${epochMs(d.updatedAt)} as updated_ms,
+      ${epochMs(s.lastEnqueuedSlot)} as slot_ms, ${epochMs(s.pausedAt)} as paused_at_ms, ${s.pausedBy} as paused_by, ${s.pausedNote} as paused_note,
+      ${epochMs(s.quarantinedUntil)} as quarantined_until_ms, ${s.quarantineReason} as quarantine_reason,
+      ${r.status} as last_run_status, ${epochMs(r.scheduledFor)} as last_run_slot_ms, ${epochMs(r.finishedAt)} as last_run_finished_ms
+    from ${dynamicSchedules} as d
+    left join ${scheduleState} as s on ${s.key} = ${ledgerNamespace} || '|' || ${d.key}
+    left join ${scheduleLastRuns} on ${r.scheduleKey} = ${ledgerNamespace} || '|' || ${d.key}`;
+}
+
+export async function getDynamic(executor: Executor, namespace: string, ledgerNamespace: string, key: string): Promise<DynamicEntryState | undefined> {
+  const [row] = await query<DynamicEntryState>(executor, sql`${stateSelect(ledgerNamespace)} where ${d.namespace} = ${namespace} and ${d.key} = ${key}`);
+  return row;
+}
+
+export interface DynamicListInput {
+  /** Only keys that start with it (byte-wise: the key column is `collate "C"`). */
+  readonly prefix: string;
+  /** Keyset paging: only keys after this one. */
+  readonly after: string | null;
+  readonly limit: number;
+}
+
+/**
+ * One page of entries in key order: a range of the primary key's index
+ * (`[prefix, prefix~)`, `~` being after every character a key may hold),
+ * after `after`, so the page costs its own rows whatever is stored.
+ */
+export async function listDynamic(executor: Executor, namespace: string, ledgerNamespace: string, input: DynamicListInput): Promise<DynamicEntryState[]> {
+  const low = input.after !== null && input.after >= input.prefix ? sql`${d.key} > ${input.after}` : sql`${d.key} >= ${input.prefix}`;
+  return query<DynamicEntryState>(
+    executor,
+    sql`${stateSelect(ledgerNamespace)} where ${d.namespace} = ${namespace} and ${low} and ${d.key} < ${`${input.prefix}~`}
+        order by ${d.key} limit ${input.limit}`,
+  );
+}
+
+/** The entries of a namespace by state: a count over the primary key, the due index and two partial indexes of the ledger. */
+export interface DynamicCounts {
+  total: number;
+  due: number;
+  paused: number;
+  quarantined: number;
+  never: number;
+}
+
+export async function dynamicCounts(executor: Executor, namespace: string, ledgerNamespace: string): Promise<DynamicCounts> {
+  const [row] = await query<DynamicCounts>(
+    executor,
+    sql`select
+          (select count(*) from ${dynamicSchedules} where ${dynamicSchedules.namespace} = ${namespace})::int as total,
+          (select count(*) from ${dynamicSchedules} where ${dynamicSchedules.namespace} = ${namespace} and ${dynamicSchedules.nextFireAt} <= now())::int as due,
+          (select count(*) from ${dynamicSchedules} where ${dynamicSchedules.namespace} = ${namespace} and ${dynamicSchedules.nextFireAt} is null)::int as never,
+          (select count(*) from ${scheduleState} where ${scheduleState.namespace} = ${ledgerNamespace} and ${scheduleState.pausedAt} is not null)::int as paused,
+          (select count(*) from ${scheduleState} where ${scheduleState.namespace} = ${ledgerNamespace} and ${scheduleState.quarantinedUntil} is not null
+            and ${scheduleState.quarantinedUntil} > now())::int as quarantined`,
+  );
+  return row ?? { total: 0, due: 0, paused: 0, quarantined: 0, never: 0 };
+}
+
+/** How many stored entries of a namespace run a job not in `jobNames`: what a deploy without those jobs would orphan. */
+export async function countDynamicOrphans(executor: Executor, namespace: string, jobNames: readonly string[]): Promise<{ total: number; byJob: Record<string, number> }> {
+  const rows = await query<{ job_name: string; n: number }>(
+    executor,
+    sql`select ${dynamicSchedules.jobName} as job_name, count(*)::int as n from ${dynamicSchedules}
+        where ${dynamicSchedules.namespace} = ${namespace} and not (${dynamicSchedules.jobName} = any(${array(jobNames, "text")}))
+        group by 1 order by 1`,
+  );
+  return { total: rows.reduce((sum, row) => sum + row.n, 0), byJob: Object.fromEntries(rows.map((row) => [row.job_name, row.n])) };
+}
+
+/** A due entry as a pass takes it: its definition, version and ledger state. */
+export interface TakenRow {
+  key: string;
+  job_name: string;
+  cron: string;
+  timezone: string;
+  payload: string;
+  jitter_ms: number;
+  catch_up_window_ms: number;
+  queue: string;
+  priority: number;
+  max_attempts: number;
+  overlap: string;
+  version: number;
+  /** The ledger value; null when the row is gone (the entry was removed and re-created meanwhile, or never had one). */
+  ledger_ms: number | null;
+  paused: boolean;
+  quarantined_until_ms: number | null;
+}
+
+/** What the pass's first statement took: the due entries, and the next fire of the rest (null: none stored). */
+export interface Taken {
+  readonly rows: TakenRow[];
+  readonly next_ms: number | null;
+}
+
+/**
+ * The CTEs that take a namespace's due entries inside the pass's first
+ * statement (src/db/sql/ledger.ts): at most `limit`, earliest first, from
+ * the due index; `for update skip locked`, so a replica's statement skips
+ * the rows another is taking (and rows an application's open transaction is
+ * changing); their `next_fire_at` moved a lease ahead, so the next passes of
+ * other replicas skip them too until this one releases them (releaseDynamic)
+ * or, had it died, the lease ends and they are due again. `now` is the
+ * statement's clock (a scalar). Defines `taken_json`: one row, `taken` (json).
+ */
+export function takeDueCtes(values: { namespace: SQL; ledgerNamespace: SQL; limit: SQL; leaseMs: SQL }, now: SQL): SQL {
+  return sql`dyn_due as (
+      select ${d.key} as key from ${dynamicSchedules} as d
+      where ${d.namespace} = ${values.namespace}::text and ${d.nextFireAt} <= ${now}
+      order by ${d.nextFireAt} limit ${values.limit}::int
+      for update skip locked
+    ), dyn_taken as (
+      update ${dynamicSchedules} as d set ${name(dynamicSchedules.nextFireAt)} = ${now} + ${milliseconds(sql`${values.leaseMs}::float8`)}
+      from dyn_due t where ${d.namespace} = ${values.namespace}::text and ${d.key} = t.key
+      returning ${d.key} as key, ${d.jobName} as job_name, ${d.cron} as cron, ${d.timezone} as timezone, ${d.payload}::text as payload,
+        ${d.jitterMs} as jitter_ms, ${d.catchUpWindowMs} as catch_up_window_ms, ${d.queue} as queue, ${d.priority} as priority,
+        ${d.maxAttempts} as max_attempts, ${d.overlap} as overlap, ${d.version} as version
+    ), taken_json as (
+      select json_build_object(
+        'rows', coalesce((
+          select json_agg(json_build_object('key', t.key, 'job_name', t.job_name, 'cron', t.cron, 'timezone', t.timezone, 'payload', t.payload,
+            'jitter_ms', t.jitter_ms, 'catch_up_window_ms', t.catch_up_window_ms, 'queue', t.queue, 'priority', t.priority,
+            'max_attempts', t.max_attempts, 'overlap', t.overlap, 'version', t.version, 'ledger_ms', ${epochMs(s.lastEnqueuedSlot)},
+            'paused', ${s.pausedAt} is not null, 'quarantined_until_ms', ${epochMs(s.quarantinedUntil)}))
+          from dyn_taken t left join ${scheduleState} as s on ${s.key} = ${values.ledgerNamespace}::text || '|' || t.key), '[]'::json),
+        'next_ms', (select ${epochMs(sql`min(${d.nextFireAt})`)} from ${dynamicSchedules} as d where ${d.namespace} = ${values.namespace}::text and ${d.nextFireAt} > ${now})
+      ) as taken
+    )`;
+}
+
+/** A taken entry's next fire, written back unless the entry changed meanwhile (its version). */
+export interface Release {
+  readonly key: string;
+  readonly ledgerKey: string;
+  readonly version: number;
+  readonly nextFireMs: number | null;
+}
+
+/**
+ * Writes each taken entry's next fire, guarded by the version the pass took
+ * (an upsert in between wrote its own), and deletes the ledger rows of taken
+ * entries removed meanwhile (a pass that took one may have recreated it).
+ * One statement, whatever the number taken.
+ */
+export async function releaseDynamic(executor: Executor, namespace: string, releases: readonly Release[]): Promise<void> {
+  if (releases.length === 0) return;
+  await query(
+    executor,
+    sql`with r as (
+          select * from unnest(${array(
+            releases.map((release) => release.key),
+            "text",
+          )}, ${array(
+            releases.map((release) => release.ledgerKey),
+            "text",
+          )}, ${array(
+            releases.map((release) => release.version),
+            "int",
+          )}, ${array(
+            releases.map((release) => iso(release.nextFireMs)),
+            "text",
+          )}) as r(key, ledger_key, version, next_fire_at)
+        ), released as (
+          update ${dynamicSchedules} as d set ${name(dynamicSchedules.nextFireAt)} = r.next_fire_at::timestamptz
+          from r where ${d.namespace} = ${namespace} and ${d.key} = r.key and ${d.version} = r.version
+        ), gone as (
+          delete from ${scheduleState} as s using r
+          where ${s.key} = r.ledger_key and not exists (select 1 from ${dynamicSchedules} as d where ${d.namespace} = ${namespace} and ${d.key} = r.key)
+        )
+        select 1`,
+  );
+}

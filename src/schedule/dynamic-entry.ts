@@ -1,0 +1,222 @@
+import { z } from "zod";
+import type { DynamicEntryRow, TakenRow } from "../db/sql/dynamic.js";
+import type { OverlapPolicy } from "../db/sql/slot-policy.js";
+import { ScheduleEntryError, type ScheduleProblem } from "../errors.js";
+import { defineJob, type JobDefinition } from "../jobs/define-job.js";
+import { parseCron, type ParsedCron } from "./cron.js";
+import { fireTime, nextFireAfter } from "./plan.js";
+import { slotCalendar, type SlotCalendar } from "./slot-calendar.js";
+import { resolveSchedule, type ResolvedEntry, type ResolveOptions } from "./validate.js";
+
+/**
+ * A dynamic entry (schedules as data, `ledger.schedules`): its key grammar,
+ * its distinct ledger key, its validation before anything is written (the
+ * same checks as a static entry's, src/schedule/validate.ts, plus its key),
+ * and the entry a pass makes of a stored row, with the same slot calendar
+ * as a static entry. Caches here are bounded, so a replica's heap does not
+ * grow with the number of entries stored.
+ */
+
+/** Letters, digits and `. _ : - / @ + =`, 1 to 200 of them: a tenant id, a UUID, an email fit; `|` and `~` never (see ledgerKey and listDynamic). */
+export const DYNAMIC_KEY_PATTERN = /^[A-Za-z0-9._:/@+=-]{1,200}$/;
+
+/** The namespace of dynamic entries' ledger rows: `#` is in no namespace (src/options.ts), so no static row is ever in it. */
+export function dynamicLedgerNamespace(namespace: string): string {
+  return `${namespace}#dynamic`;
+}
+
+/**
+ * A dynamic entry's ledger key, `<namespace>#dynamic|<key>`. A static
+ * entry's is `<namespace>|<job>|<key>|<cron>|<zone>` (src/schedule/identity.ts):
+ * the character after the namespace differs, so the two can never collide.
+ * At most 64 + 9 + 200 characters: never bounded (hashed), so it reads back.
+ */
+export function dynamicLedgerKey(namespace: string, key: string): string {
+  return `${dynamicLedgerNamespace(namespace)}|${key}`;
+}
+
+/** A dynamic entry's identity (its slots' idempotency keys and jitter derive from it): a static identity always holds `|`, this never does. */
+export function dynamicIdentity(key: string): string {
+  return `dynamic:${key}`;
+}
+
+/** What an application passes to `ledger.schedules.upsert`: a JOBS_SCHEDULE entry's fields and a required key. */
+export interface DynamicEntryInput {
+  /** The entry's identity, chosen by the application (e.g. `tenant:42:digest`): 1-200 letters, digits and `. _ : - / @ + =`. */
+  readonly key: string;
+  /** The job's name, or its defineJob() result. */
+  readonly job: string | JobDefinition;
+  readonly cron: string;
+  readonly timezone?: string;
+  readonly payload?: unknown;
+  readonly overlap?: OverlapPolicy;
+  /** A duration ("30s") or milliseconds. */
+  readonly jitter?: string | number;
+  readonly catchUpWindow?: string | number;
+  readonly queue?: string;
+  readonly priority?: number;
+}
+
+/** What validation needs of the process: its jobs (when it knows them), its static entries, its defaults. */
+export interface DynamicValidation extends ResolveOptions {
+  readonly namespace: string;
+  /** The jobs the process knows: a job name not among them is refused (`unregistered_job`). Empty: any name is taken, its payload unchecked. */
+  readonly jobs: readonly JobDefinition[];
+  /** The static entries: a key equal to one's key or identity is refused. */
+  readonly staticEntries: readonly ResolvedEntry[];
+}
+
+const FIELD_OF: Partial<Record<ScheduleProblem["code"], string>> = {
+  invalid_cron: "cron",
+  invalid_timezone: "timezone",
+  unregistered_job: "job",
+  invalid_payload: "payload",
+  invalid_jitter: "jitter",
+  duplicate_entry: "key",
+  invalid_key: "key",
+};
+
+const keySchema = z
+  .string({ error: "key is required: a string such as \"tenant:42:digest\"" })
+  .regex(DYNAMIC_KEY_PATTERN, "key must be 1-200 letters, digits and . _ : - / @ + = (no spaces, no | or ~)");
+
+/**
+ * Validates and resolves entries before anything is written: every problem
+ * of every entry, each with its code and field, as one ScheduleEntryError.
+ * Returns the rows to store, with each entry's first fire after `nowMs`
+ * less `toleranceMs` (CLOCK_TOLERANCE_MS for the host's clock, 0 for an
+ * instant given: an early `next_fire_at` costs a pass one look; a late one
+ * would miss a slot).
+ */
+export function resolveDynamicEntries(inputs: readonly unknown[], options: DynamicValidation, nowMs: number, toleranceMs = CLOCK_TOLERANCE_MS): DynamicEntryRow[] {
+  const problems: ScheduleProblem[] = [];
+  const staticNames = new Set(options.staticEntries.flatMap((entry) => [entry.identity, entry.ledgerKey, ...(entry.entryKey === undefined ? [] : [entry.entryKey])]));
+  const seen = new Map<string, number>();
+  const keys: string[] = [];
+  inputs.forEach((input, index) => {
+    const raw = typeof input === "object" && input !== null ? (input as Record<string, unknown>).key : undefined;
+    const parsed = keySchema.safeParse(raw);
+    const key = parsed.success ? parsed.data : "";
+    keys.push(key);
+    const problem = (code: ScheduleProblem["code"], message: string) => problems.push({ code, severity: "error", index, field: "key", message });
+    if (!parsed.success) problem("invalid_key", parsed.error.issues[0]?.message ?? "invalid key");
+    else if (staticNames.has(key)) problem("duplicate_entry", `key "${key}" is a static entry's key or identity (JOBS_SCHEDULE); choose another key.`);
+    else if (seen.has(key)) problem("duplicate_entry", `key "${key}" is given twice (entries ${seen.get(key)} and ${index}).`);
+    seen.set(key, index);
+  });
+  const { entries, problems: found } = resolveSchedule(
+    // Each entry under a key of its own that resolveSchedule accepts, so entries of one job and timing are not duplicates of each other.
+    inputs.map((input, index) => (typeof input === "object" && input !== null ? { ...(input as Record<string, unknown>), key: `k${index}` } : input)),
+    options.jobs.length === 0 ? inputs.map((input) => placeholderJob(jobName(input))).filter((job) => job !== undefined) : options.jobs,
+    options,
+  );
+  for (const problem of found) {
+    if (problem.severity !== "error" || problem.code === "duplicate_entry") continue;
+    problems.push({ ...problem, message: problem.message.replace(/^schedule\[(\d+)\]/, "entry[$1]"), ...fieldOf(problem) });
+  }
+  if (problems.length > 0) throw new ScheduleEntryError(problems.sort((a, b) => a.index - b.index));
+  return entries.map((entry) => {
+    const key = keys[entry.index]!;
+    const dynamic = { ...entry, identity: dynamicIdentity(key), ledgerKey: dynamicLedgerKey(options.namespace, key) };
+    const next = nextFireAfter(dynamic, nowMs - toleranceMs);
+    return {
+      key,
+      ledgerKey: dynamic.ledgerKey,
+      jobName: entry.jobName,
+      cron: entry.cron.canonical,
+      timezone: entry.timezone,
+      payloadJson: entry.payloadJson,
+      jitterMs: entry.jitterMs,
+      catchUpWindowMs: entry.catchUpWindowMs,
+      queue: entry.queue,
+      priority: entry.priority,
+      maxAttempts: entry.job.retry.maxAttempts,
+      overlap: entry.overlap,
+      nextFireMs: Number.isFinite(next) ? next : null,
+    };
+  });
+}
+
+/**
+ * How far the upserting process's clock may be ahead of the database's: an
+ * entry's first `next_fire_at` is computed from this much before the
+ * process's clock, so it is never after the first slot the pass must fire.
+ */
+export const CLOCK_TOLERANCE_MS = 60_000;
+
+function jobName(input: unknown): string | undefined {
+  const job = typeof input === "object" && input !== null ? (input as { job?: unknown }).job : undefined;
+  if (typeof job === "string") return job;
+  return typeof job === "object" && job !== null && typeof (job as { name?: unknown }).name === "string" ? (job as { name: string }).name : undefined;
+}
+
+function fieldOf(problem: ScheduleProblem): { field?: string } {
+  const field = FIELD_OF[problem.code] ?? /\b(catchUpWindow|queue|priority|overlap|payload|timezone|cron|job|jitter)\b/.exec(problem.message)?.[1];
+  return field === undefined ? {} : { field };
+}
+
+/** Bounded caches: a replica handles entries of any number of timings and jobs in a heap of its own size. */
+const CACHE_LIMIT = 1_000;
+const crons = new Map<string, ParsedCron>();
+const calendars = new Map<string, SlotCalendar>();
+const placeholders = new Map<string, JobDefinition>();
+
+function cached<T>(cache: Map<string, T>, key: string, make: () => T): T {
+  const hit = cache.get(key);
+  if (hit !== undefined) return hit;
+  if (cache.size >= CACHE_LIMIT) cache.clear();
+  const made = make();
+  cache.set(key, made);
+  return made;
+}
+
+/**
+ * A job this process does not know, for an entry that names it: a pass fires
+ * a stored entry whatever jobs it runs (its job waits for a worker that
+ * knows it), and its attempts are stored with it.
+ */
+function placeholderJob(name: string | undefined): JobDefinition | undefined {
+  if (name === undefined) return undefined;
+  try {
+    return cached(placeholders, name, () => defineJob({ name, run: () => undefined }) as unknown as JobDefinition);
+  } catch {
+    return undefined;
+  }
+}
+
+/** The entry a pass makes of a taken row: the same calendar as a static entry of that cron and zone. Undefined for a row no longer valid here. */
+export function takenEntry(row: TakenRow, namespace: string, index: number): ResolvedEntry | undefined {
+  try {
+    const cron = cached(crons, row.cron, () => parseCron(row.cron));
+    const calendar = cached(calendars, `${row.cron}|${cron.wildcardHour}|${row.timezone}`, () => slotCalendar(cron, { timezone: row.timezone }));
+    const job = placeholderJob(row.job_name);
+    if (job === undefined) return undefined;
+    return {
+      index,
+      job,
+      jobName: row.job_name,
+      entryKey: row.key,
+      cron,
+      timezone: row.timezone,
+      calendar,
+      identity: dynamicIdentity(row.key),
+      ledgerKey: dynamicLedgerKey(namespace, row.key),
+      payload: undefined,
+      payloadJson: row.payload,
+      jitterMs: row.jitter_ms,
+      catchUpWindowMs: row.catch_up_window_ms,
+      queue: row.queue,
+      priority: row.priority,
+      overlap: row.overlap as OverlapPolicy,
+      maxAttempts: row.max_attempts,
+    };
+  } catch {
+    return undefined;
+  }
+}
+
+/** The fire time of a stored entry's next slot after `ms`, or null when it never fires again. */
+export function nextFireOf(entry: ResolvedEntry, ms: number): number | null {
+  const next = entry.calendar.nextMs(ms);
+  return next === null ? null : fireTime(entry, next);
+}
