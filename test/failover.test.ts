@@ -273,7 +273,7 @@ describe("a failover to a promoted standby while replicas tick and work", () => 
     expect(counts.deadRanTwice).toBe(counts.onDeadReplica);
     expect(counts.liveRanOnce).toBe(counts.onLiveReplicas);
     expect(counts.duplicated - counts.onDeadReplica).toBeLessThanOrEqual(counts.claimedJustBefore);
-  }, 90_000);
+  }, 180_000);
 
   it("with asynchronous replication: what was acknowledged while the standby lagged is lost, nothing acknowledged before, and a slot fired then may fire again; replicas resume within 10 s", async () => {
     const counts = await failover("asynchronous");
@@ -283,5 +283,5 @@ describe("a failover to a promoted standby while replicas tick and work", () => 
     expect(counts.claimSeconds).toBeLessThanOrEqual(WITHIN_MS / 1000);
     expect(counts.tickSeconds).toBeLessThanOrEqual(WITHIN_MS / 1000);
     expect(counts.unfinished).toBe(0);
-  }, 90_000);
+  }, 180_000);
 });
