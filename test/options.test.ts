@@ -1,5 +1,6 @@
+import { resolve } from "node:path";
 import { describe, expect, it } from "vitest";
-import { openDatabase } from "../src/db/connection.js";
+import { openDatabase, resolveDatabaseSetting } from "../src/db/connection.js";
 import { ConfigError, InvalidArgumentError } from "../src/errors.js";
 import { defineJob } from "../src/jobs/define-job.js";
 import { resolveEnqueueOptions } from "../src/jobs/enqueue-options.js";
@@ -89,14 +90,34 @@ describe("config files", () => {
 });
 
 describe("the database setting, one schema for every entry point", () => {
+  it("is resolved once, by the options schema, into what openDatabase opens", async () => {
+    const database = (setting: unknown) => resolveCronledgerOptions({ database: setting } as never).database;
+    expect(database("memory://")).toEqual({ kind: "embedded", url: "memory://", dataDir: undefined });
+    expect(database({ url: "pglite:./data" })).toEqual({ kind: "embedded", url: "pglite:./data", dataDir: resolve("data") });
+    expect(database("postgres://localhost/app")).toEqual({ kind: "postgres", setting: { url: "postgres://localhost/app", poolSize: 10, reconnectDelay: 2_000 } });
+    expect(database({ url: "postgresql://localhost/app", poolSize: 3, reconnectDelay: "5s", pooler: "pgbouncer" })).toEqual({
+      kind: "postgres",
+      setting: { url: "postgresql://localhost/app", poolSize: 3, reconnectDelay: 5_000, pooler: "pgbouncer" },
+    });
+    expect(database("")).toBeUndefined();
+    const open = openDatabase(resolveDatabaseSetting("memory://"), {});
+    expect(database(open)).toEqual({ kind: "open", database: open });
+    // An open Database passes through openDatabase as it is.
+    expect(openDatabase({ kind: "open", database: open }, {})).toBe(open);
+    await open.close();
+    expect(() => database("mysql://u:secret@db/app")).toThrow(/^Invalid createCronledger options: database: Unsupported database "mysql:\/\/u:\*\*\*@db\/app": use a postgres:\/\/ URL/);
+    expect(() => openDatabase(undefined, { DATABASE_URL: "mysql://db/app" })).toThrow(/^Invalid DATABASE_URL: Unsupported database/);
+  });
+
+
   it("says what is wrong the same way in createCronledger, the config file and openDatabase", () => {
     const typo = { url: "postgres://localhost/app", reconectDelay: "1s" };
     expect(() => resolveCronledgerOptions({ database: typo } as never)).toThrow(/unknown option "database\.reconectDelay" \(did you mean "reconnectDelay"\?\)/);
     expect(() => parseConfig({ jobs: [job], database: typo }, "c.ts")).toThrow(/unknown option "database\.reconectDelay" \(did you mean "reconnectDelay"\?\)/);
-    expect(() => openDatabase(typo as never, {})).toThrow(/unknown setting "reconectDelay" \(did you mean "reconnectDelay"\?\)/);
+    expect(() => openDatabase(resolveDatabaseSetting(typo as never), {})).toThrow(/unknown setting "reconectDelay" \(did you mean "reconnectDelay"\?\)/);
     const small = { url: "postgres://localhost/app", poolSize: 1 };
     expect(() => resolveCronledgerOptions({ database: small })).toThrow(/database\.poolSize: must be at least 2 \(got 1\): migrations hold one connection/);
-    expect(() => openDatabase(small, {})).toThrow(/poolSize: must be at least 2 \(got 1\): migrations hold one connection/);
+    expect(() => openDatabase(resolveDatabaseSetting(small), {})).toThrow(/poolSize: must be at least 2 \(got 1\): migrations hold one connection/);
     const listen = { url: "postgres://localhost/app", pooler: "pgbouncer" as const, listenUrl: "localhost" };
     expect(() => resolveCronledgerOptions({ database: listen })).toThrow(/database\.listenUrl: must be a postgres:\/\/ URL of the server itself/);
     expect(() => resolveCronledgerOptions({ database: { url: "postgres://localhost/app", reconnectDelay: "soon" as never } })).toThrow(/database\.reconnectDelay: Invalid reconnectDelay "soon"/);
