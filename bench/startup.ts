@@ -2,7 +2,7 @@ import { execFileSync, spawn } from "node:child_process";
 import { createInterface } from "node:readline";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { sql } from "drizzle-orm";
-import { openDatabase, query } from "../src/db/connection.js";
+import { openDatabase, resolveDatabaseSetting, query } from "../src/db/connection.js";
 import { migrateDatabase } from "../src/db/migrate.js";
 import { createCronledger, defineJob, silentLogger } from "../src/index.js";
 import { inspectSchema } from "../src/db/schema-check.js";
@@ -71,7 +71,7 @@ export async function runStartupBench(): Promise<void> {
   const name = "cronledger_bench_startup";
   const url = await freshDatabase(name);
   try {
-    const setup = openDatabase({ url, poolSize: 2 });
+    const setup = openDatabase(resolveDatabaseSetting({ url, poolSize: 2 }));
     await migrateDatabase(setup);
     await setup.close();
     const check: number[] = [];
@@ -89,7 +89,7 @@ export async function runStartupBench(): Promise<void> {
         await ledger.work({ once: true, concurrency: 50 });
       }
       // A new Database each round: a new process's first statement, connection included.
-      const database = openDatabase({ url, poolSize: 2 });
+      const database = openDatabase(resolveDatabaseSetting({ url, poolSize: 2 }));
       await inspectSchema(database.db); // connects
       const started = performance.now();
       await inspectSchema(database.db);

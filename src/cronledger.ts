@@ -4,7 +4,7 @@ import { randomUUID } from "node:crypto";
 import type { StandardSchemaV1 } from "./jobs/standard-schema.js";
 import type { PayloadInput } from "./jobs/define-job.js";
 import { createMetrics, type CronledgerMetrics } from "./admin/metrics.js";
-import { openDatabase, type Database, type DatabaseSetting } from "./db/connection.js";
+import { openDatabase, type Database } from "./db/connection.js";
 import { DatabaseHealth } from "./db/health.js";
 import { migrateDatabase } from "./db/migrate.js";
 import type { Executor } from "./db/executor.js";
@@ -122,9 +122,9 @@ export class Cronledger {
     const tracing = traces?.tracing;
     const hooks = [...this.options.hooks, this.entryProblems.hooks, ...(this.metrics ? [this.metrics.hooks] : []), ...(traces ? [traces.hooks] : [])];
     this.events = combineHooks(hooks, (error) => this.logger.error("a cronledger hook threw", { error: String(error) }));
-    const setting = this.options.database;
-    this.ownsDatabase = !isDatabase(setting);
-    this.database = isDatabase(setting) ? setting : openDatabase(setting);
+    // An open Database given in the options is the application's to close.
+    this.ownsDatabase = this.options.database?.kind !== "open";
+    this.database = openDatabase(this.options.database);
     this.logger.info(`using ${this.database.label}`);
     this.health = new DatabaseHealth(this.logger, this.database.label);
     const parts = { database: this.database, logger: this.logger, events: this.events };
@@ -496,10 +496,6 @@ export class Cronledger {
     await this.stop();
     if (this.ownsDatabase) await this.database.close();
   }
-}
-
-function isDatabase(value: DatabaseSetting | Database | undefined): value is Database {
-  return typeof value === "object" && "db" in value && "kind" in value;
 }
 
 export function createCronledger(options: CronledgerOptions = {}): Cronledger {

@@ -1,8 +1,8 @@
 import type { Registry } from "prom-client";
 import { OVERLAP_POLICIES, type OverlapPolicy } from "./db/sql/slot-policy.js";
 import { z } from "zod";
-import { isPglite, type Database, type DatabaseSetting, type PgliteInstance } from "./db/connection.js";
-import { postgresSettingSchema } from "./db/settings.js";
+import type { Database, DatabaseSetting } from "./db/connection.js";
+import { databaseSettingSchema } from "./db/settings.js";
 import type { Duration } from "./duration.js";
 import { ConfigError } from "./errors.js";
 import type { CronledgerHooks } from "./events.js";
@@ -139,16 +139,6 @@ export const DEFAULT_PASS_TIMEOUT_MS = 10_000;
 
 const NAMESPACE = /^[A-Za-z0-9_.:-]{1,64}$/;
 
-const databaseSetting = z.union(
-  [
-    z.string(),
-    postgresSettingSchema,
-    object<Database>("an open Database", (value) => "db" in value && "kind" in value),
-    z.custom<PgliteInstance>(isPglite),
-  ],
-  { error: 'must be a URL ("postgres://...", "memory://", "pglite:<dir>"), { url, poolSize?, clientConnectionCheck?, reconnectDelay?, pooler?, listenUrl? }, a PGlite instance or an open Database' },
-);
-
 const hooksObject = object<CronledgerHooks>("must be an object of listener functions", () => true);
 
 /** The config file's `worker` block; `cronledger worker`'s --concurrency and --queues flags are checked by the same schemas. */
@@ -166,7 +156,7 @@ export const adminBlockSchema = z.strictObject({
 } satisfies OptionShape<NonNullable<CronledgerOptions["admin"]>>);
 
 const cronledgerShape = {
-  database: databaseSetting.optional(),
+  database: databaseSettingSchema.optional(),
   jobs: z.array(z.custom<JobDefinition>(isJobDefinition, { error: "must be a defineJob() result" })).readonly().default([]),
   schedule: z.array(z.custom<ScheduleEntry>(() => true), { error: "must be an array of entries (defineSchedule([...]))" }).readonly().default([]),
   namespace: z
@@ -224,7 +214,7 @@ const cronledgerSchema = z.strictObject(cronledgerShape).transform((parsed) => (
 
 const configShape = {
   ...cronledgerShape,
-  database: databaseSetting.optional(),
+  database: databaseSettingSchema.optional(),
   jobs: z.array(z.custom<JobDefinition>(isJobDefinition, { error: "must be a defineJob() result" }), { error: "must be an array of defineJob() results" }).readonly(),
 } satisfies OptionShape<CronledgerConfig>;
 type _ConfigShapeTakesCronledgerConfig = Check<Takes<CronledgerConfig, typeof configShape>>;

@@ -1,3 +1,4 @@
+import { errorChain, type ErrorLike } from "./error-chain.js";
 import { looksLikeKeyMaterial, redactShapes } from "./redact-shapes.js";
 
 /** Everything stored or shown about an error is at most this long. */
@@ -262,16 +263,16 @@ function describe(error: unknown): string {
 /**
  * An error as stored in `last_error` and logged: its class, code and
  * message, then the messages of up to three causes (where "fetch failed"
- * usually hides the reason), redacted and bounded.
+ * usually hides the reason; the chain as src/error-chain.ts walks it, so
+ * the attempts of an AggregateError count as causes), redacted and bounded.
  */
 export function redactError(error: unknown): string {
-  const parts = [describe(error)];
-  let cause = error instanceof Error ? error.cause : undefined;
-  for (let depth = 0; cause !== undefined && cause !== null && depth < MAX_CAUSE_DEPTH; depth += 1) {
-    parts.push(`caused by ${describe(cause)}`);
-    cause = cause instanceof Error ? cause.cause : undefined;
-  }
-  return redact(parts.join("\n"));
+  const causes: unknown[] = errorChain(error).slice(1, 1 + MAX_CAUSE_DEPTH);
+  // The walk follows objects only; a thrown string as the last cause still says something.
+  const last = causes.at(-1) ?? error;
+  const tail = typeof last === "object" && last !== null ? (last as ErrorLike).cause : undefined;
+  if (causes.length < MAX_CAUSE_DEPTH && tail !== undefined && tail !== null && typeof tail !== "object") causes.push(tail);
+  return redact([describe(error), ...causes.map((cause) => `caused by ${describe(cause)}`)].join("\n"));
 }
 
 const MAX_FIELD_DEPTH = 4;

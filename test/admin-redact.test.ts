@@ -155,6 +155,14 @@ describe("redactError", () => {
     expect(stored).not.toContain("hunter2");
   });
 
+  it("follows the attempts of an AggregateError and keeps a thrown string as the last cause", () => {
+    const attempts = new AggregateError([Object.assign(new Error("connect ECONNREFUSED 10.0.0.7:5432"), { code: "ECONNREFUSED" })], "all attempts failed");
+    expect(redactError(new Error("no connection", { cause: attempts }))).toBe(
+      "Error: no connection\ncaused by AggregateError: all attempts failed\ncaused by Error [ECONNREFUSED]: connect ECONNREFUSED 10.0.0.7:5432",
+    );
+    expect(redactError(new Error("outer", { cause: "token=abc123" }))).toBe("Error: outer\ncaused by token=[redacted]");
+  });
+
   it("serialises thrown objects and strings", () => {
     expect(redactError({ status: 401, headers: { authorization: "Bearer abc123" } })).toBe('{"status":401,"headers":{"authorization":"[redacted]"}}');
     expect(redactError("password=x")).toBe("password=[redacted]");

@@ -1,6 +1,6 @@
 import { sql } from "drizzle-orm";
 import { afterEach, describe, expect, it } from "vitest";
-import { openDatabase, query, type Database, type DatabaseSetting } from "../src/db/connection.js";
+import { openDatabase, resolveDatabaseSetting, query, type Database, type DatabaseSetting } from "../src/db/connection.js";
 import { rootMessage } from "../src/db/transient.js";
 import { createCronledger } from "../src/cronledger.js";
 import { ConfigError } from "../src/errors.js";
@@ -14,7 +14,7 @@ describe("cronledger's PostgreSQL connections", () => {
     await Promise.all(opened.splice(0).map((db) => db.close()));
   });
   const setting = async (options: Omit<Extract<DatabaseSetting, object>, "url">, env: NodeJS.ProcessEnv = {}) => {
-    const db = openDatabase({ url: database.url, ...options }, env);
+    const db = openDatabase(resolveDatabaseSetting({ url: database.url, ...options }), env);
     opened.push(db);
     const [row] = await query<{ value: string; app: string }>(
       db.db,
@@ -36,7 +36,7 @@ describe("cronledger's PostgreSQL connections", () => {
     expect(await setting({}, { CRONLEDGER_CLIENT_CONNECTION_CHECK: "3000" })).toMatchObject({ value: "3s" });
     // The code's own setting wins over the environment.
     expect(await setting({ clientConnectionCheck: "2s" }, { CRONLEDGER_CLIENT_CONNECTION_CHECK: "off" })).toMatchObject({ value: "2s" });
-    expect(() => openDatabase(database.url, { CRONLEDGER_CLIENT_CONNECTION_CHECK: "soon" })).toThrow(
+    expect(() => openDatabase(resolveDatabaseSetting(database.url), { CRONLEDGER_CLIENT_CONNECTION_CHECK: "soon" })).toThrow(
       /CRONLEDGER_CLIENT_CONNECTION_CHECK="soon" is neither "off" nor a duration/,
     );
   });
@@ -56,14 +56,14 @@ describe("cronledger's PostgreSQL connections", () => {
   });
 
   it("refuse settings that cannot work, saying why", () => {
-    expect(() => openDatabase({ url: database.url, pooler: "pgbouncer", clientConnectionCheck: "1s" }, {})).toThrow(/PgBouncer refuses client_connection_check_interval/);
-    expect(() => openDatabase({ url: database.url, pooler: "pgbouncer" }, { CRONLEDGER_CLIENT_CONNECTION_CHECK: "1s" })).toThrow(
+    expect(() => openDatabase(resolveDatabaseSetting({ url: database.url, pooler: "pgbouncer", clientConnectionCheck: "1s" }), {})).toThrow(/PgBouncer refuses client_connection_check_interval/);
+    expect(() => openDatabase(resolveDatabaseSetting({ url: database.url, pooler: "pgbouncer" }), { CRONLEDGER_CLIENT_CONNECTION_CHECK: "1s" })).toThrow(
       /CRONLEDGER_CLIENT_CONNECTION_CHECK cannot be used with pooler: "pgbouncer"/,
     );
     const typo = { url: database.url, poolsize: 4 } as unknown as DatabaseSetting;
-    expect(() => openDatabase(typo, {})).toThrow(/unknown setting "poolsize" \(did you mean "poolSize"\?\)/);
-    expect(() => openDatabase({ url: database.url, pooler: "pgpool" as "pgbouncer" }, {})).toThrow(ConfigError);
-    expect(() => openDatabase({ url: database.url, poolSize: 1 }, {})).toThrow(/poolSize: must be at least 2 \(got 1\): migrations hold one connection/);
+    expect(() => openDatabase(resolveDatabaseSetting(typo), {})).toThrow(/unknown setting "poolsize" \(did you mean "poolSize"\?\)/);
+    expect(() => openDatabase(resolveDatabaseSetting({ url: database.url, pooler: "pgpool" as "pgbouncer" }), {})).toThrow(ConfigError);
+    expect(() => openDatabase(resolveDatabaseSetting({ url: database.url, poolSize: 1 }), {})).toThrow(/poolSize: must be at least 2 \(got 1\): migrations hold one connection/);
   });
 
   it("say what to do when a server or pooler refuses that setting", () => {

@@ -1,7 +1,7 @@
 import { sql } from "drizzle-orm";
 import postgres from "postgres";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { openDatabase, query, type Database } from "../src/db/connection.js";
+import { openDatabase, query, resolveDatabaseSetting, type Database, type DatabaseSetting } from "../src/db/connection.js";
 import { diagnoseDatabaseError } from "../src/db/diagnose.js";
 import { resolveTargets } from "../src/db/hosts.js";
 import { ConfigError } from "../src/errors.js";
@@ -66,8 +66,8 @@ describe("cronledger's own connections to the shared server", () => {
   const database = useTestDatabase("guarded-socket");
   const opened: Database[] = [];
   let admin: postgres.Sql;
-  const open = (setting: Parameters<typeof openDatabase>[0]) => {
-    const db = openDatabase(setting, {});
+  const open = (setting: DatabaseSetting) => {
+    const db = openDatabase(resolveDatabaseSetting(setting), {});
     opened.push(db);
     return db;
   };
@@ -160,11 +160,11 @@ describe("TLS, negotiated by cronledger's socket", () => {
 
   it("connects encrypted with sslmode=require and prefer, and fails verify-full against an unknown certificate as a TLS problem", async () => {
     for (const mode of ["require", "prefer"]) {
-      const db = openDatabase(withQuery(cluster.url, `sslmode=${mode}`), {});
+      const db = openDatabase(resolveDatabaseSetting(withQuery(cluster.url, `sslmode=${mode}`)), {});
       opened.push(db);
       expect(await query<{ ssl: boolean }>(db.db, sql`select ssl from pg_stat_ssl where pid = pg_backend_pid()`)).toEqual([{ ssl: true }]);
     }
-    const strict = openDatabase(withQuery(withPort(cluster.url, cluster.port).replace("127.0.0.1", "localhost"), "sslmode=verify-full"), {});
+    const strict = openDatabase(resolveDatabaseSetting(withQuery(withPort(cluster.url, cluster.port).replace("127.0.0.1", "localhost"), "sslmode=verify-full")), {});
     opened.push(strict);
     expect(diagnoseDatabaseError(await errorOf(query(strict.db, sql`select 1`)))?.problem).toBe("tls_failed");
   });

@@ -4,7 +4,7 @@ import postgres from "postgres";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { createCronledger } from "../src/cronledger.js";
-import { openDatabase } from "../src/db/connection.js";
+import { openDatabase, resolveDatabaseSetting } from "../src/db/connection.js";
 import { availableMigrations, migrateDatabase, MIGRATIONS_FOLDER, MIGRATIONS_SCHEMA, MIGRATIONS_TABLE } from "../src/db/migrate.js";
 import { defineJob } from "../src/jobs/define-job.js";
 import { silentLogger } from "../src/log.js";
@@ -96,7 +96,7 @@ describe("a database filled by the previous release, migrated while one of its w
       );
 
       // ---- the migration, with the old worker heartbeating
-      const opened = openDatabase({ url: database.url, poolSize: 2 });
+      const opened = openDatabase(resolveDatabaseSetting({ url: database.url, poolSize: 2 }));
       try {
         expect(await migrateDatabase(opened)).toEqual({ applied: availableMigrations() - PREVIOUS_MIGRATIONS, adopted: 0 });
       } finally {

@@ -1,7 +1,7 @@
 import { sql } from "drizzle-orm";
 import postgres from "postgres";
 import { describe, expect, it } from "vitest";
-import { openDatabase, query } from "../src/db/connection.js";
+import { openDatabase, resolveDatabaseSetting, query } from "../src/db/connection.js";
 import { availableMigrations, migrateDatabase, MIGRATIONS_SCHEMA, MIGRATIONS_TABLE } from "../src/db/migrate.js";
 import { watch } from "./support/child.js";
 import { useTestDatabase } from "./support/database.js";
@@ -51,7 +51,7 @@ describe("migrate()", () => {
     ]);
     await app.end({ timeout: 1 });
 
-    const again = openDatabase({ url: database.url, poolSize: 2 });
+    const again = openDatabase(resolveDatabaseSetting({ url: database.url, poolSize: 2 }));
     try {
       expect(await migrateDatabase(again)).toEqual({ applied: 0, adopted: 0 });
       const [count] = await query<{ n: number }>(
@@ -65,7 +65,7 @@ describe("migrate()", () => {
   });
 
   it("migrates embedded PGlite with the same migrations", async () => {
-    const embedded = openDatabase("memory://");
+    const embedded = openDatabase(resolveDatabaseSetting("memory://"));
     try {
       expect(await migrateDatabase(embedded)).toEqual({ applied: availableMigrations(), adopted: 0 });
       expect(await migrateDatabase(embedded)).toEqual({ applied: 0, adopted: 0 });

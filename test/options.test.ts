@@ -1,5 +1,6 @@
+import { resolve } from "node:path";
 import { describe, expect, it } from "vitest";
-import { openDatabase } from "../src/db/connection.js";
+import { openDatabase, resolveDatabaseSetting } from "../src/db/connection.js";
 import { ConfigError, InvalidArgumentError } from "../src/errors.js";
 import { defineJob } from "../src/jobs/define-job.js";
 import { resolveEnqueueOptions } from "../src/jobs/enqueue-options.js";
@@ -89,14 +90,34 @@ describe("config files", () => {
 });
 
 describe("the database setting, one schema for every entry point", () => {
+  it("is resolved once, by the options schema, into what openDatabase opens", async () => {
+    const database = (setting: unknown) => resolveCronledgerOptions({ database: setting } as never).database;
+    expect(database("memory://")).toEqual({ kind: "embedded", url: "memory://", dataDir: undefined });
+    expect(database({ url: "pglite:./data" })).toEqual({ kind: "embedded", url: "pglite:./data", dataDir: resolve("data") });
+    expect(database("postgres://localhost/app")).toEqual({ kind: "postgres", setting: { url: "postgres://localhost/app", poolSize: 10, reconnectDelay: 2_000 } });
+    expect(database({ url: "postgresql://localhost/app", poolSize: 3, reconnectDelay: "5s", pooler: "pgbouncer" })).toEqual({
+      kind: "postgres",
+      setting: { url: "postgresql://localhost/app", poolSize: 3, reconnectDelay: 5_000, pooler: "pgbouncer" },
+    });
+    expect(database("")).toBeUndefined();
+    const open = openDatabase(resolveDatabaseSetting("memory://"), {});
+    expect(database(open)).toEqual({ kind: "open", database: open });
+    // An open Database passes through openDatabase as it is.
+    expect(openDatabase({ kind: "open", database: open }, {})).toBe(open);
+    await open.close();
+    expect(() => database("mysql://u:secret@db/app")).toThrow(/^Invalid createCronledger options: database: Unsupported database "mysql:\/\/u:\*\*\*@db\/app": use a postgres:\/\/ URL/);
+    expect(() => openDatabase(undefined, { DATABASE_URL: "mysql://db/app" })).toThrow(/^Invalid DATABASE_URL: Unsupported database/);
+  });
+
+
   it("says what is wrong the same way in createCronledger, the config file and openDatabase", () => {
     const typo = { url: "postgres://localhost/app", reconectDelay: "1s" };
     expect(() => resolveCronledgerOptions({ database: typo } as never)).toThrow(/unknown option "database\.reconectDelay" \(did you mean "reconnectDelay"\?\)/);
     expect(() => parseConfig({ jobs: [job], database: typo }, "c.ts")).toThrow(/unknown option "database\.reconectDelay" \(did you mean "reconnectDelay"\?\)/);
-    expect(() => openDatabase(typo as never, {})).toThrow(/unknown setting "reconectDelay" \(did you mean "reconnectDelay"\?\)/);
+    expect(() => openDatabase(resolveDatabaseSetting(typo as never), {})).toThrow(/unknown setting "reconectDelay" \(did you mean "reconnectDelay"\?\)/);
     const small = { url: "postgres://localhost/app", poolSize: 1 };
     expect(() => resolveCronledgerOptions({ database: small })).toThrow(/database\.poolSize: must be at least 2 \(got 1\): migrations hold one connection/);
-    expect(() => openDatabase(small, {})).toThrow(/poolSize: must be at least 2 \(got 1\): migrations hold one connection/);
+    expect(() => openDatabase(resolveDatabaseSetting(small), {})).toThrow(/poolSize: must be at least 2 \(got 1\): migrations hold one connection/);
     const listen = { url: "postgres://localhost/app", pooler: "pgbouncer" as const, listenUrl: "localhost" };
     expect(() => resolveCronledgerOptions({ database: listen })).toThrow(/database\.listenUrl: must be a postgres:\/\/ URL of the server itself/);
     expect(() => resolveCronledgerOptions({ database: { url: "postgres://localhost/app", reconnectDelay: "soon" as never } })).toThrow(/database\.reconnectDelay: Invalid reconnectDelay "soon"/);
@@ -126,7 +147,55 @@ describe("enqueue options", () => {
     expect(() => resolveEnqueueOptions({ runAt: new Date(), delay: "1s" }, "mail.send")).toThrow(/pass either runAt or delay, not both/);
     expect(() => resolveEnqueueOptions({ delay: "soon" }, "mail.send")).toThrow(/^enqueue\(mail\.send\): delay: /);
     expect(() => resolveEnqueueOptions({ priority: 1.5 }, "mail.send")).toThrow(/priority: must be an integer/);
-    expect(() => resolveEnqueueOptions({ retry: "sometimes" }, "mail.send")).toThrow(/retry must be "probe"/);
+    expect(() => resolveEnqueueOptions({ retry: "sometimes" }, "mail.send")).toThrow(/retry: must be "probe"/);
+    expect(() => resolveEnqueueOptions({ retry: { maxAttemps: 2 } }, "mail.send")).toThrow(/unknown option "retry\.maxAttemps" \(did you mean "maxAttempts"\?\)/);
   });
 });
 
+
+describe("defineJob options", () => {
+  const run = () => {};
+
+  it("refuse an unknown key with the closest known one, or the list of them", () => {
+    expect(() => defineJob({ name: "mail.send", run, retyr: "probe" } as never)).toThrow(ConfigError);
+    expect(() => defineJob({ name: "mail.send", run, retyr: "probe" } as never)).toThrow(
+      /^Invalid defineJob\("mail\.send"\) options: unknown option "retyr" \(did you mean "retry"\?\)\.$/,
+    );
+    expect(() => defineJob({ name: "mail.send", run, concurrency: 2 } as never)).toThrow(
+      /unknown option "concurrency" \(defineJob takes name, payload, retry, timeout, queue, priority, run\)/,
+    );
+  });
+
+  it("check the retry policy fully, by the schema enqueue's override uses", () => {
+    const failure = (retry: unknown) => {
+      try {
+        defineJob({ name: "mail.send", run, retry } as never);
+      } catch (error) {
+        expect(error).toBeInstanceOf(ConfigError);
+        return (error as ConfigError).message;
+      }
+      throw new Error(`defineJob accepted retry ${JSON.stringify(retry)}`);
+    };
+    // Without delays a policy has no curve: retried at once, the delay NaN.
+    expect(failure({ maxAttempts: 3 })).toMatch(/retry: needs baseMs and capMs, or a delayMs function/);
+    expect(failure({ maxAttempts: 3, baseMs: -1, capMs: 10 })).toMatch(/retry\.baseMs: must not be negative/);
+    expect(failure({ maxAttempts: 3, baseMs: 1_000, capMs: 10_000, jitter: 2 })).toMatch(/retry\.jitter: must be a number from 0 to 1/);
+    expect(failure({ maxAttempts: 3, delayMs: () => 1, baseMs: 1 })).toMatch(/retry: takes either delayMs or baseMs, capMs and jitter, not both/);
+    expect(failure({ maxAttemps: 3, baseMs: 1, capMs: 2 })).toMatch(/unknown option "retry\.maxAttemps" \(did you mean "maxAttempts"\?\)/);
+    expect(failure("sometimes")).toMatch(/retry: must be "probe", "entity", "maintenance"/);
+    // The same problem reads the same in an enqueue override.
+    expect(() => resolveEnqueueOptions({ retry: { maxAttempts: 3, baseMs: -1, capMs: 10 } }, "mail.send")).toThrow(/retry\.baseMs: must not be negative/);
+  });
+
+  it("check every other option in the same pass, and keep what it was given", () => {
+    expect(() => defineJob({ name: "mail send", run, queue: "a b", priority: 1.5 } as never)).toThrow(
+      /name: must be 1-200 letters.*; queue: must be 1-100 letters, digits and \. _ : -; priority: must be an integer/,
+    );
+    const policy = { maxAttempts: 2, delayMs: (attempt: number) => attempt * 1_000 };
+    const job = defineJob({ name: "mail.send", run, retry: policy, timeout: "30s" });
+    expect(job.retry).toBe(policy);
+    expect(job.run).toBe(run);
+    expect(job).toMatchObject({ retryClass: "custom", timeoutMs: 30_000, queue: "default", priority: 0 });
+    expect(defineJob({ name: "mail.send", run, retry: "probe" }).retry).toBe(RETRY_CLASSES.probe);
+  });
+});

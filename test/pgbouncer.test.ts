@@ -2,7 +2,7 @@ import { sql } from "drizzle-orm";
 import postgres from "postgres";
 import { describe, expect, it } from "vitest";
 import { createCronledger, type Cronledger } from "../src/cronledger.js";
-import { openDatabase, query } from "../src/db/connection.js";
+import { openDatabase, resolveDatabaseSetting, query } from "../src/db/connection.js";
 import { availableMigrations } from "../src/db/migrate.js";
 import { rootMessage } from "../src/db/transient.js";
 import { defineJob, NonRetryableError } from "../src/index.js";
@@ -185,7 +185,7 @@ describe("through PgBouncer in transaction mode", () => {
   });
 
   it("without pooler: \"pgbouncer\", connecting fails with a message naming the setting", async () => {
-    const direct = openDatabase(bounced(), {});
+    const direct = openDatabase(resolveDatabaseSetting(bounced()), {});
     try {
       const error = await query(direct.db, sql`select 1`).then(
         () => undefined,

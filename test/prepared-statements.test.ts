@@ -1,6 +1,6 @@
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { openDatabase, query, type Database } from "../src/db/connection.js";
+import { openDatabase, resolveDatabaseSetting, query, type Database } from "../src/db/connection.js";
 import { migrateDatabase } from "../src/db/migrate.js";
 import { claimJobs, completeJobs, insertJobs, type NewJobRow } from "../src/db/sql/jobs.js";
 import { createTestDatabase, throughPgBouncer } from "./support/database.js";
@@ -58,14 +58,14 @@ describe("the hot path's statements on cronledger's own pool", () => {
   let database: { url: string; drop: () => Promise<void> };
   beforeAll(async () => {
     database = await createTestDatabase("prepared_statements");
-    const setup = openDatabase({ url: database.url });
+    const setup = openDatabase(resolveDatabaseSetting({ url: database.url }));
     await migrateDatabase(setup);
     await setup.close();
   });
   afterAll(() => database.drop());
 
   it("are named prepared statements, the completion and the enqueue planned generically, and nothing else is named", async () => {
-    const db = openDatabase({ url: database.url, poolSize: 2 });
+    const db = openDatabase(resolveDatabaseSetting({ url: database.url, poolSize: 2 }));
     try {
       await drain(db, 20);
       // Whichever connection answers has run each of the three several times (20 rounds over 2 connections).
@@ -90,7 +90,7 @@ describe("the hot path's statements on cronledger's own pool", () => {
   });
 
   it("are sent unnamed through PgBouncer, which cannot keep named statements in transaction mode", async () => {
-    const db = openDatabase({ url: throughPgBouncer(database.url), pooler: "pgbouncer", listenUrl: database.url });
+    const db = openDatabase(resolveDatabaseSetting({ url: throughPgBouncer(database.url), pooler: "pgbouncer", listenUrl: database.url }));
     try {
       await drain(db, 3);
       expect(await preparedOnSomeConnection(db)).toEqual([]);

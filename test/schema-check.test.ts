@@ -9,7 +9,7 @@ import postgres from "postgres";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { createCronledger } from "../src/cronledger.js";
-import { openDatabase, query } from "../src/db/connection.js";
+import { openDatabase, resolveDatabaseSetting, query } from "../src/db/connection.js";
 import { availableMigrations, migrateDatabase } from "../src/db/migrate.js";
 import { ensureSchema, inspectSchema, MIGRATIONS_FOLDER, schemaVersions, type SchemaVersion } from "../src/db/schema-check.js";
 import { ConfigError, MigrationError, MigrationRequiredError } from "../src/errors.js";
@@ -147,7 +147,7 @@ describe("an older or incomplete schema", () => {
   const database = useTestDatabase(import.meta.url);
 
   it("names the version found, the version needed and what is missing", async () => {
-    const opened = openDatabase({ url: database.url, poolSize: 2 });
+    const opened = openDatabase(resolveDatabaseSetting({ url: database.url, poolSize: 2 }));
     try {
       await migrateDatabase(opened);
       // A next version that adds one column: the database, at the shipped latest, lacks it.
@@ -171,7 +171,7 @@ describe("tables created by the application's own migrations (route b)", () => {
   const database = useTestDatabase(import.meta.url);
 
   it("are adopted by migrate(), which partitions the history (the check asks for it until then), and a half-made schema or a journal ahead of the tables is refused", async () => {
-    const opened = openDatabase({ url: database.url, poolSize: 2 });
+    const opened = openDatabase(resolveDatabaseSetting({ url: database.url, poolSize: 2 }));
     try {
       // What the application's drizzle-kit run creates: every table of cronledger/schema, here from cronledger's own SQL.
       for (const version of schemaVersions()) await applySqlFile(database.url, join(MIGRATIONS_FOLDER, `${version.tag}.sql`));
@@ -215,7 +215,7 @@ describe("no database configured with NODE_ENV=production", () => {
   it("refuses the embedded fallback, naming the missing setting", () => {
     expect(() => openDatabase(undefined, { NODE_ENV: "production" })).toThrow(ConfigError);
     expect(() => openDatabase(undefined, { NODE_ENV: "production" })).toThrow(/set DATABASE_URL, or `database` in createCronledger\(\)/);
-    expect(() => openDatabase("", { NODE_ENV: "production", DATABASE_URL: "" })).toThrow(/NODE_ENV is production/);
+    expect(() => openDatabase(resolveDatabaseSetting(""), { NODE_ENV: "production", DATABASE_URL: "" })).toThrow(/NODE_ENV is production/);
   });
 
   it("stops the CLI with the error and creates no .cronledger directory", async () => {

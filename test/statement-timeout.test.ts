@@ -3,7 +3,7 @@ import postgres from "postgres";
 import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { openDatabase, query, type Database } from "../src/db/connection.js";
+import { openDatabase, resolveDatabaseSetting, query, type Database } from "../src/db/connection.js";
 import { useTestDatabase } from "./support/database.js";
 import { until } from "./support/worker-processes.js";
 
@@ -25,7 +25,7 @@ describe("statements with a timeout", () => {
   let observer: postgres.Sql;
 
   beforeAll(() => {
-    db = openDatabase({ url: database.url, poolSize: 2 });
+    db = openDatabase(resolveDatabaseSetting({ url: database.url, poolSize: 2 }));
     observer = postgres(database.url, { max: 1, onnotice: () => {} });
   });
   afterAll(async () => {

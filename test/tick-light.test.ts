@@ -3,7 +3,7 @@ import { PgDialect } from "drizzle-orm/pg-core";
 import postgres from "postgres";
 import { afterEach, describe, expect, it } from "vitest";
 import { createCronledger, type Cronledger } from "../src/cronledger.js";
-import { openDatabase, query, type Database } from "../src/db/connection.js";
+import { openDatabase, resolveDatabaseSetting, query, type Database } from "../src/db/connection.js";
 import type { Executor } from "../src/db/executor.js";
 import { defineJob } from "../src/jobs/define-job.js";
 import { silentLogger } from "../src/log.js";
@@ -30,7 +30,7 @@ const dialect = new PgDialect();
 
 /** A database whose pass statements are recorded as "light" or "full" (the full one carries the policy's `slot_candidates`). */
 function recordingDatabase(url: string): { database: Database; passes: string[] } {
-  const database = openDatabase({ url, poolSize: 2 });
+  const database = openDatabase(resolveDatabaseSetting({ url, poolSize: 2 }));
   const passes: string[] = [];
   const watch = (executor: Executor): Executor =>
     new Proxy(executor, {

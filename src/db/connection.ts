@@ -9,35 +9,17 @@ import { guardedSockets } from "./guarded-socket.js";
 import { resolveTargets } from "./hosts.js";
 import { loadPglite } from "./pglite.js";
 import { templateFor } from "./pglite-template.js";
-import { resolvePostgresSettings, type DatabaseSetting, type PgliteInstance, type PostgresSettings } from "./settings.js";
+import type { Database } from "./database.js";
+import { resolveDatabaseSetting, resolvePostgresSettings, type PgliteInstance, type PostgresSettings, type ResolvedDatabaseSetting } from "./settings.js";
 import { preparingClient } from "./prepared.js";
 import { withReservedTransactions } from "./reserved-begin.js";
 import { cancellingClient } from "./statement-timeout.js";
 
 export { query } from "./executor.js";
-export type { DatabaseSetting, PgliteInstance } from "./settings.js";
+export type { Database } from "./database.js";
+export { resolveDatabaseSetting, type DatabaseSetting, type PgliteInstance, type ResolvedDatabaseSetting } from "./settings.js";
 
 export const DEFAULT_EMBEDDED_DIR = ".cronledger";
-
-export interface Database {
-  readonly kind: "postgres" | "pglite";
-  /** Human-readable description without credentials, for the startup log line. */
-  readonly label: string;
-  readonly db: Executor;
-  /** Statements sent through drizzle since open; lets tests and benches count round trips. */
-  readonly statements: { count: number };
-  /**
-   * The same database, with every statement cancelled by the server once it
-   * has run `timeoutMs` (src/db/statement-timeout.ts; SQLSTATE 57014). The
-   * scheduler's pass runs on it. PGlite, one connection in this process, has
-   * nothing to cancel from and returns `db`.
-   */
-  withStatementTimeout(timeoutMs: number): Executor;
-  listen(channel: string, onMessage: (payload: string) => void): Promise<() => Promise<void>>;
-  /** Runs `fn` while holding a session-level advisory lock on a connection of its own. */
-  withAdvisoryLock<T>(key: readonly [number, number], fn: () => Promise<T>): Promise<T>;
-  close(): Promise<void>;
-}
 
 function countingLogger(statements: { count: number }): DrizzleLogger {
   return {
@@ -210,20 +192,15 @@ function wrapPglite(client: PgliteInstance, label: string, owned: boolean): Data
   };
 }
 
-/** A PGlite instance, also one from another copy of the package (the application's own dependency). */
-export function isPglite(value: unknown): value is PgliteInstance {
-  const candidate = value as Partial<PgliteInstance> | null;
-  return typeof candidate === "object" && candidate !== null && typeof candidate.exec === "function" && typeof candidate.listen === "function" && "waitReady" in candidate;
-}
-
 /**
- * Opens the database named by `setting`, falling back to DATABASE_URL and
- * then, unless NODE_ENV is production, to embedded PGlite in ./.cronledger.
+ * Opens the database a resolved setting names (an open Database is returned
+ * as it is), or, without one, DATABASE_URL and then, unless NODE_ENV is
+ * production, embedded PGlite in ./.cronledger.
  */
-export function openDatabase(setting: DatabaseSetting | undefined, env: NodeJS.ProcessEnv = process.env): Database {
-  if (isPglite(setting)) return wrapPglite(setting, "the application's PGlite database", false);
-  const resolved = setting ?? env.DATABASE_URL;
-  if (resolved === undefined || resolved === "") {
+export function openDatabase(setting: ResolvedDatabaseSetting | undefined, env: NodeJS.ProcessEnv = process.env): Database {
+  const url = env.DATABASE_URL;
+  const resolved = setting ?? (url === undefined || url === "" ? undefined : resolveDatabaseSetting(url, "DATABASE_URL"));
+  if (resolved === undefined) {
     // A production deploy that lost its DATABASE_URL would otherwise "work" on a private, empty database.
     if (env.NODE_ENV === "production") {
       throw new ConfigError(
@@ -233,11 +210,14 @@ export function openDatabase(setting: DatabaseSetting | undefined, env: NodeJS.P
     }
     return openPglite(resolve(DEFAULT_EMBEDDED_DIR), `No database is configured (no DATABASE_URL), so cronledger would use the embedded database in ./${DEFAULT_EMBEDDED_DIR}; it`);
   }
-  const url = typeof resolved === "string" ? resolved : resolved.url;
-  if (url === "memory://" || url === "pglite:memory") return openPglite(undefined, `The embedded database ${JSON.stringify(url)}`);
-  if (url.startsWith("pglite:")) return openPglite(resolve(url.slice("pglite:".length)), `The embedded database ${JSON.stringify(url)}`);
-  if (url.startsWith("postgres://") || url.startsWith("postgresql://")) return openPostgres(resolvePostgresSettings(resolved, env));
-  throw new ConfigError(
-    `Unsupported database ${JSON.stringify(url.replace(/:[^:@/]*@/, ":***@"))}: use a postgres:// URL, "memory://" for in-memory PGlite, or "pglite:<dir>" for PGlite on disk.`,
-  );
+  switch (resolved.kind) {
+    case "open":
+      return resolved.database;
+    case "app-pglite":
+      return wrapPglite(resolved.client, "the application's PGlite database", false);
+    case "embedded":
+      return openPglite(resolved.dataDir, `The embedded database ${JSON.stringify(resolved.url)}`);
+    case "postgres":
+      return openPostgres(resolvePostgresSettings(resolved.setting, env));
+  }
 }

@@ -1,4 +1,4 @@
-import { errorChain, type ErrorLike } from "../error-chain.js";
+import { errorChain, findCode, type ErrorLike } from "../error-chain.js";
 import type { DatabaseDiagnosis, DatabaseProblem } from "../errors.js";
 
 /**
@@ -28,11 +28,6 @@ function endpoint(error: ErrorLike): string | undefined {
   return port === "" ? address : `${address.includes(":") && !address.startsWith("[") ? `[${address}]` : address}:${port}`;
 }
 
-/** The first error of `errors` with a string `code` satisfying `test`. */
-function withCode(errors: readonly ErrorLike[], test: (code: string) => boolean): ErrorLike | undefined {
-  return errors.find((error) => typeof error.code === "string" && test(error.code));
-}
-
 const firstLine = (message: unknown): string => text(message).split("\n")[0]?.trim() ?? "";
 
 const TLS_REQUIRED = /no encryption|(?:ssl|tls)\b.*\brequired|requires? (?:an? )?(?:ssl|tls|encrypt)/i;
@@ -55,7 +50,7 @@ export function diagnoseDatabaseError(error: unknown): DatabaseDiagnosis | undef
         : `remove it from the connection settings, or list it in the pooler's ignore_startup_parameters`;
     return diagnosis("setting_refused", `the server or a pooler in front of it refused the startup parameter ${parameter} (${firstLine(refusedSetting.message)}): ${fix}.`, true);
   }
-  const auth = withCode(errors, (code) => code === "28P01" || code === "28000");
+  const auth = findCode(error, (code) => code === "28P01" || code === "28000");
   if (auth) {
     const said = firstLine(auth.message);
     if (TLS_REQUIRED.test(said)) {
@@ -67,7 +62,7 @@ export function diagnoseDatabaseError(error: unknown): DatabaseDiagnosis | undef
       true,
     );
   }
-  const missing = withCode(errors, (code) => code === "3D000");
+  const missing = findCode(error, (code) => code === "3D000");
   if (missing) {
     const said = firstLine(missing.message);
     const name = /database "([^"]+)"/.exec(said)?.[1];
@@ -86,7 +81,7 @@ export function diagnoseDatabaseError(error: unknown): DatabaseDiagnosis | undef
       false,
     );
   }
-  const full = withCode(errors, (code) => code === "53300" || code === "53000");
+  const full = findCode(error, (code) => code === "53300" || code === "53000");
   if (full) {
     return diagnosis(
       "too_many_connections",
@@ -94,7 +89,7 @@ export function diagnoseDatabaseError(error: unknown): DatabaseDiagnosis | undef
       false,
     );
   }
-  const readOnly = withCode(errors, (code) => code === "25006");
+  const readOnly = findCode(error, (code) => code === "25006");
   if (readOnly) {
     return diagnosis(
       "server_unavailable",
@@ -102,13 +97,13 @@ export function diagnoseDatabaseError(error: unknown): DatabaseDiagnosis | undef
       false,
     );
   }
-  const unavailable = withCode(errors, (code) => code === "57P03" || code === "57P01" || code === "57P02");
+  const unavailable = findCode(error, (code) => code === "57P03" || code === "57P01" || code === "57P02");
   if (unavailable) {
     return diagnosis("server_unavailable", `the server is not accepting connections right now (${firstLine(unavailable.message)}); cronledger retries until it is back.`, false);
   }
 
   // Then what the socket said: nothing answered at all.
-  const refused = withCode(errors, (code) => code === "ECONNREFUSED");
+  const refused = findCode(error, (code) => code === "ECONNREFUSED");
   if (refused) {
     const where = errors.map(endpoint).find((found) => found !== undefined);
     return diagnosis(
@@ -117,12 +112,12 @@ export function diagnoseDatabaseError(error: unknown): DatabaseDiagnosis | undef
       false,
     );
   }
-  const unknownHost = withCode(errors, (code) => code === "ENOTFOUND" || code === "EAI_AGAIN");
+  const unknownHost = findCode(error, (code) => code === "ENOTFOUND" || code === "EAI_AGAIN");
   if (unknownHost) {
     const host = text(unknownHost.hostname) || "the database host";
     return diagnosis("host_not_found", `host ${JSON.stringify(host)} was not found (DNS lookup failed): fix the host name in ${URL_HINT}.`, false);
   }
-  const timeout = withCode(errors, (code) => code === "CONNECT_TIMEOUT" || code === "ETIMEDOUT" || code === "EHOSTUNREACH" || code === "ENETUNREACH");
+  const timeout = findCode(error, (code) => code === "CONNECT_TIMEOUT" || code === "ETIMEDOUT" || code === "EHOSTUNREACH" || code === "ENETUNREACH");
   if (timeout) {
     const where = endpoint(timeout);
     return diagnosis(
@@ -131,7 +126,7 @@ export function diagnoseDatabaseError(error: unknown): DatabaseDiagnosis | undef
       false,
     );
   }
-  const tls = withCode(errors, (code) => TLS_CLIENT_CODES.has(code)) ?? errors.find((item) => /secure TLS connection|SSL routines|does not support SSL/i.test(text(item.message)));
+  const tls = findCode(error, (code) => TLS_CLIENT_CODES.has(code)) ?? errors.find((item) => /secure TLS connection|SSL routines|does not support SSL/i.test(text(item.message)));
   if (tls) {
     return diagnosis(
       "tls_failed",

@@ -1,8 +1,10 @@
+import { resolve } from "node:path";
 import { z } from "zod";
 import { parseDuration, type Duration } from "../duration.js";
 import { ConfigError } from "../errors.js";
 import { duration, type Check, type OptionShape, type Takes } from "../option-schema.js";
 import { describeShapeIssues } from "../suggest.js";
+import { isDatabase, type Database } from "./database.js";
 
 /** Where the data lives: a PostgreSQL URL, `memory://` for in-memory PGlite, or `pglite:<dir>` for PGlite on disk. */
 export type DatabaseSetting =
@@ -107,14 +109,14 @@ export interface PostgresSettings {
 const POOL_SIZE_FLOOR = (issue: { readonly input?: unknown }) =>
   `must be at least 2 (got ${String(issue.input)}): migrations hold one connection for their lock while another applies them`;
 
-/** The object form of the database setting: every entry point (createCronledger, the config file, openDatabase) checks it with this. */
-export const postgresSettingSchema = z.strictObject({
+/** The object form of the database setting, its defaults applied (the client connection check's depends on the environment: resolvePostgresSettings). */
+const postgresSettingSchema = z.strictObject({
   url: z.string({ error: "must be a URL" }),
-  poolSize: z.number({ error: "must be a number" }).int({ error: POOL_SIZE_FLOOR }).min(2, { error: POOL_SIZE_FLOOR }).optional(),
+  poolSize: z.number({ error: "must be a number" }).int({ error: POOL_SIZE_FLOOR }).min(2, { error: POOL_SIZE_FLOOR }).default(DEFAULT_POOL_SIZE),
   clientConnectionCheck: z.union([z.literal(false), duration("clientConnectionCheck")], { error: 'must be false or a duration such as "1s"' }).optional(),
   pooler: z.literal("pgbouncer", { error: 'must be "pgbouncer"' }).optional(),
   listenUrl: z.string().regex(POSTGRES_URL, "must be a postgres:// URL of the server itself, not of the pooler").optional(),
-  reconnectDelay: duration("reconnectDelay").optional(),
+  reconnectDelay: duration("reconnectDelay").default(DEFAULT_RECONNECT_DELAY_MS),
 } satisfies OptionShape<PostgresSetting>);
 type _PostgresSettingSchemaTakesIt = Check<Takes<PostgresSetting, typeof postgresSettingSchema.shape>>;
 
@@ -130,18 +132,75 @@ function clientConnectionCheckFromEnv(value: string | undefined): number | false
   }
 }
 
+/** A PostgreSQL setting as the schema gives it: checked, durations in milliseconds, poolSize and reconnectDelay defaulted. */
+export type ParsedPostgresSetting = z.output<typeof postgresSettingSchema>;
+
 /**
- * Applies defaults and checks a PostgreSQL setting. `clientConnectionCheck`
+ * The database setting resolved once, by the options schema, into what
+ * openDatabase opens: an already-open Database (shared, never closed by the
+ * ledger), the application's PGlite instance, an embedded PGlite database
+ * (`memory://`, `pglite:<dir>`), or a PostgreSQL server's settings.
+ */
+export type ResolvedDatabaseSetting =
+  | { readonly kind: "open"; readonly database: Database }
+  | { readonly kind: "app-pglite"; readonly client: PgliteInstance }
+  /** `dataDir` undefined: in memory. `url` as given, for messages. */
+  | { readonly kind: "embedded"; readonly url: string; readonly dataDir: string | undefined }
+  | { readonly kind: "postgres"; readonly setting: ParsedPostgresSetting };
+
+/** A PGlite instance, also one from another copy of the package (the application's own dependency). */
+export function isPglite(value: unknown): value is PgliteInstance {
+  const candidate = value as Partial<PgliteInstance> | null;
+  return typeof candidate === "object" && candidate !== null && typeof candidate.exec === "function" && typeof candidate.listen === "function" && "waitReady" in candidate;
+}
+
+/** What a URL names; the object form's `url` is read the same way, so `{ url: "memory://" }` is the embedded database too. */
+function byUrl(setting: ParsedPostgresSetting, context: z.RefinementCtx): ResolvedDatabaseSetting {
+  const { url } = setting;
+  if (url === "memory://" || url === "pglite:memory") return { kind: "embedded", url, dataDir: undefined };
+  if (url.startsWith("pglite:")) return { kind: "embedded", url, dataDir: resolve(url.slice("pglite:".length)) };
+  if (POSTGRES_URL.test(url)) return { kind: "postgres", setting };
+  context.addIssue({
+    code: "custom",
+    message: `Unsupported database ${JSON.stringify(url.replace(/:[^:@/]*@/, ":***@"))}: use a postgres:// URL, "memory://" for in-memory PGlite, or "pglite:<dir>" for PGlite on disk`,
+  });
+  return z.NEVER;
+}
+
+/** The database setting wherever it is given (createCronledger, the config file, DATABASE_URL), resolved once. */
+export const databaseSettingSchema = z
+  .union(
+    [
+      z.string(),
+      postgresSettingSchema,
+      z.custom<Database>(isDatabase, { error: "an open Database" }),
+      z.custom<PgliteInstance>(isPglite, { error: "a PGlite instance" }),
+    ],
+    { error: 'must be a URL ("postgres://...", "memory://", "pglite:<dir>"), { url, poolSize?, clientConnectionCheck?, reconnectDelay?, pooler?, listenUrl? }, a PGlite instance or an open Database' },
+  )
+  .transform((value, context): ResolvedDatabaseSetting | undefined => {
+    // An empty URL is none (`database: process.env.DATABASE_URL ?? ""`): DATABASE_URL, then the embedded database, decide.
+    if (value === "") return undefined;
+    if (isDatabase(value)) return { kind: "open", database: value };
+    if (isPglite(value)) return { kind: "app-pglite", client: value };
+    return byUrl(typeof value === "string" ? postgresSettingSchema.parse({ url: value }) : value, context);
+  });
+
+/** A database setting given on its own (openDatabase's callers, DATABASE_URL), resolved; `what` names it in the ConfigError. */
+export function resolveDatabaseSetting(setting: DatabaseSetting | Database, what = "database setting"): ResolvedDatabaseSetting | undefined {
+  const parsed = databaseSettingSchema.safeParse(setting);
+  if (!parsed.success) throw new ConfigError(`Invalid ${what}: ${describeShapeIssues(parsed.error, databaseSettingSchema, { noun: "setting" })}.`);
+  return parsed.data;
+}
+
+/**
+ * The settings of a PostgreSQL connection, checked against each other and the environment. `clientConnectionCheck`
  * comes from the code, else from CRONLEDGER_CLIENT_CONNECTION_CHECK, else
  * 1 s directly and off behind PgBouncer, which refuses it at connect and
  * whose server connection outlives a killed client anyway (the statement
  * completes; it is atomic either way).
  */
-export function resolvePostgresSettings(setting: DatabaseSetting, env: NodeJS.ProcessEnv): PostgresSettings {
-  const parsed = postgresSettingSchema.safeParse(typeof setting === "string" ? { url: setting } : setting);
-  if (!parsed.success) throw new ConfigError(`Invalid database setting: ${describeShapeIssues(parsed.error, postgresSettingSchema, { noun: "setting" })}.`);
-  const options = parsed.data;
-  const poolSize = options.poolSize ?? DEFAULT_POOL_SIZE;
+export function resolvePostgresSettings(options: ParsedPostgresSetting, env: NodeJS.ProcessEnv): PostgresSettings {
   const pooler = options.pooler;
   const fromCode = options.clientConnectionCheck;
   let clientConnectionCheckMs: number | false;
@@ -163,12 +222,12 @@ export function resolvePostgresSettings(setting: DatabaseSetting, env: NodeJS.Pr
   }
   return {
     url: options.url,
-    poolSize,
+    poolSize: options.poolSize,
     clientConnectionCheckMs,
     pooler,
     listenUrl: options.listenUrl ?? (pooler === undefined ? options.url : undefined),
     prepare: pooler === undefined,
     pipeline: pooler === undefined,
-    reconnectDelayMs: options.reconnectDelay ?? DEFAULT_RECONNECT_DELAY_MS,
+    reconnectDelayMs: options.reconnectDelay,
   };
 }

@@ -2,9 +2,11 @@ import { z } from "zod";
 import { parseDuration, type Duration } from "../duration.js";
 import { ConfigError } from "../errors.js";
 import type { Logger } from "../log.js";
+import { duration, fn, type Check, type OptionShape, type Takes } from "../option-schema.js";
+import { describeShapeIssues } from "../suggest.js";
 import type { EnqueueManyOptions, EnqueueOptions } from "./enqueue-options.js";
 import { bytesOverLimit, DEFAULT_MAX_PAYLOAD_BYTES } from "./payload-limit.js";
-import { resolveRetryPolicy, type RetryClass, type RetryPolicy } from "./retry.js";
+import { jobRetryPolicy, retryPolicySchema, type RetryClass, type RetryPolicy } from "./retry.js";
 import { isStandardSchema, validateWith, type StandardSchemaV1, type Validated } from "./standard-schema.js";
 
 /** The payload a schema accepts (what enqueue takes) and the one it gives the handler. */
@@ -100,31 +102,47 @@ export const DEFAULT_TIMEOUT = "5m";
 // cronledger's own zod makes it; its type is the validator-neutral AnyPayloadSchema.
 const ANY_PAYLOAD: AnyPayloadSchema = z.record(z.string(), z.unknown()).optional();
 
+/** What defineJob takes, checked strictly: an unknown key is refused with a did-you-mean, like every other options object. */
+const jobShape = {
+  name: z
+    .string({ error: 'must be a job name such as "email.send-digest"' })
+    .regex(JOB_NAME_PATTERN, 'must be 1-200 letters, digits and . _ : / - (for example "email.send-digest")'),
+  payload: z
+    .custom<StandardSchemaV1>(isStandardSchema, {
+      error:
+        'is not a Standard Schema validator (no "~standard" property): use zod 3.24 or later (classic or "zod/v4"), zod 4, valibot 1, arktype 2 or another validator that implements standardschema.dev',
+    })
+    .optional(),
+  retry: retryPolicySchema.optional(),
+  timeout: duration("timeout").optional(),
+  queue: z.string({ error: "must be a queue name" }).regex(QUEUE_PATTERN, "must be 1-100 letters, digits and . _ : -").optional(),
+  priority: z.number({ error: "must be an integer" }).int("must be an integer").optional(),
+  run: fn<JobOptions<StandardSchemaV1>["run"]>(),
+} satisfies OptionShape<JobOptions<StandardSchemaV1>>;
+type _JobShapeTakesJobOptions = Check<Takes<JobOptions<StandardSchemaV1>, typeof jobShape>>;
+const jobOptionsSchema = z.strictObject(jobShape);
+
+function parseJobOptions(options: unknown): z.output<typeof jobOptionsSchema> {
+  const result = jobOptionsSchema.safeParse(options);
+  if (result.success) return result.data;
+  const name: unknown = (options as { name?: unknown } | undefined)?.name;
+  const problems = describeShapeIssues(result.error, jobOptionsSchema, { noun: "option", list: "defineJob takes" });
+  throw new ConfigError(`Invalid defineJob(${typeof name === "string" ? JSON.stringify(name) : ""}) options: ${problems}.`);
+}
+
 export function defineJob<S extends StandardSchemaV1 = AnyPayloadSchema>(options: JobOptions<S>): JobDefinition<S> {
-  if (!JOB_NAME_PATTERN.test(options.name)) {
-    throw new ConfigError(
-      `Invalid job name ${JSON.stringify(options.name)}: use 1-200 letters, digits and . _ : / - (for example "email.send-digest").`,
-    );
-  }
-  if (options.payload !== undefined && !isStandardSchema(options.payload)) {
-    throw new ConfigError(
-      `The payload of job "${options.name}" is not a Standard Schema validator (no "~standard" property): use zod 3.24 or later (classic or "zod/v4"), zod 4, valibot 1, arktype 2 or another validator that implements standardschema.dev.`,
-    );
-  }
-  const queue = options.queue ?? "default";
-  if (!QUEUE_PATTERN.test(queue)) {
-    throw new ConfigError(`Job "${options.name}" has invalid queue ${JSON.stringify(queue)}: use letters, digits and . _ : -.`);
-  }
+  const parsed = parseJobOptions(options);
+  // The values as given, not zod's copies: the payload schema, the handler and a retry policy's delayMs keep their identity.
   const retry = options.retry ?? "entity";
   return {
     kind: "cronledger.job",
-    name: options.name,
+    name: parsed.name,
     payload: (options.payload ?? ANY_PAYLOAD) as S,
-    retry: resolveRetryPolicy(retry, options.name),
+    retry: jobRetryPolicy(retry),
     retryClass: typeof retry === "string" ? retry : "custom",
-    timeoutMs: parseDuration(options.timeout ?? DEFAULT_TIMEOUT, `timeout of job "${options.name}"`),
-    queue,
-    priority: options.priority ?? 0,
+    timeoutMs: parsed.timeout ?? parseDuration(DEFAULT_TIMEOUT, "timeout"),
+    queue: parsed.queue ?? "default",
+    priority: parsed.priority ?? 0,
     run: options.run,
   };
 }

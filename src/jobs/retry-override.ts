@@ -1,8 +1,7 @@
 import { z } from "zod";
 import { InvalidArgumentError } from "../errors.js";
-import { positiveInteger } from "../option-schema.js";
 import { describeShapeIssues } from "../suggest.js";
-import { RETRY_CLASSES, type BackoffRetryPolicy, type RetryClass, type RetryPolicy } from "./retry.js";
+import { RETRY_CLASSES, retryOverrideSchema, type BackoffRetryPolicy, type RetryClass, type RetryPolicy } from "./retry.js";
 
 /**
  * A retry policy given to one job at enqueue (`enqueue(job, payload, { retry })`),
@@ -53,24 +52,8 @@ export function describeRetryOverride(stored: StoredRetryPolicy | null): string 
   return stored.baseMs === undefined ? attempts : `backoff ${attempts}, ${stored.baseMs}-${stored.capMs ?? stored.baseMs} ms`;
 }
 
-const RETRY_CLASS_NAMES = Object.keys(RETRY_CLASSES) as [RetryClass, ...RetryClass[]];
-const attemptsSchema = positiveInteger();
-const nonNegative = (what: string) => z.number({ error: `${what} must be a number of milliseconds` }).min(0, `${what} must not be negative`);
-const retryOverrideSchema = z.union(
-  [
-    z.enum(RETRY_CLASS_NAMES),
-    z.strictObject({ maxAttempts: attemptsSchema }),
-    z.strictObject({
-      maxAttempts: attemptsSchema,
-      baseMs: nonNegative("retry.baseMs"),
-      capMs: nonNegative("retry.capMs"),
-      jitter: z.number().min(0, "retry.jitter must be from 0 to 1").max(1, "retry.jitter must be from 0 to 1").optional(),
-    }),
-  ],
-  {
-    error: `retry must be ${RETRY_CLASS_NAMES.map((name) => JSON.stringify(name)).join(", ")}, { maxAttempts } or { maxAttempts, baseMs, capMs, jitter? }`,
-  },
-);
+// Parsed under its option's name, so a problem reads "retry.maxAttempts: ..." as in defineJob.
+const overrideOptionSchema = z.strictObject({ retry: retryOverrideSchema });
 
 /**
  * `enqueue(job, payload, { retry })`: the policy stored with the job and the
@@ -83,9 +66,11 @@ export function resolveRetryOverride(value: RetryOverride, jobName: string): { r
       `enqueue(${jobName}): a retry policy with delayMs cannot be stored with a job; pass a retry class, { maxAttempts } or { maxAttempts, baseMs, capMs }, or define the policy on the job.`,
     );
   }
-  const parsed = retryOverrideSchema.safeParse(value);
-  if (!parsed.success) throw new InvalidArgumentError(`Invalid enqueue(${jobName}) option: ${describeShapeIssues(parsed.error, retryOverrideSchema, { noun: "option" })}.`);
-  const override = parsed.data;
+  const parsed = overrideOptionSchema.safeParse({ retry: value });
+  if (!parsed.success) throw new InvalidArgumentError(`Invalid enqueue(${jobName}) option: ${describeShapeIssues(parsed.error, overrideOptionSchema, { noun: "option" })}.`);
+  const override = parsed.data.retry;
   if (typeof override === "string") return { maxAttempts: RETRY_CLASSES[override].maxAttempts, stored: { class: override } };
-  return { maxAttempts: override.maxAttempts, stored: override };
+  // The schema's check made maxAttempts required; its type cannot say so.
+  const stored = override as Extract<StoredRetryPolicy, { readonly maxAttempts: number }>;
+  return { maxAttempts: stored.maxAttempts, stored };
 }

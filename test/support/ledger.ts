@@ -1,6 +1,6 @@
 import { sql } from "drizzle-orm";
 import { createCronledger, type Cronledger, type CronledgerOptions } from "../../src/cronledger.js";
-import { openDatabase, query, type Database } from "../../src/db/connection.js";
+import { openDatabase, resolveDatabaseSetting, query, type Database } from "../../src/db/connection.js";
 import { migrateDatabase } from "../../src/db/migrate.js";
 import { silentLogger } from "../../src/log.js";
 import { createTestDatabase } from "./database.js";
@@ -41,7 +41,7 @@ export async function createTestStore(backend: Backend, label: string): Promise<
   }
   // Booting PGlite costs seconds, so a test file keeps one migrated instance and empties it per store.
   embedded ??= (async () => {
-    const database = openDatabase("memory://");
+    const database = openDatabase(resolveDatabaseSetting("memory://"));
     await migrateDatabase(database);
     return database;
   })();

@@ -2,6 +2,7 @@ import { sql } from "drizzle-orm";
 import { jobCounts, jobHistory, jobKeys } from "../../schema.js";
 import { query, type Executor } from "../executor.js";
 import { name } from "./fragments.js";
+import { isLockTimeout } from "../../error-chain.js";
 
 /**
  * The partitions of `cronledger.job_history` (its layout is described in
@@ -94,14 +95,6 @@ async function atomically(executor: Executor, lockTimeoutMs: number, statements:
   await executor.execute(
     sql.raw(`do $cronledger$ begin perform set_config('lock_timeout', '${Math.round(lockTimeoutMs)}', true); ${statements.join("; ")}; end $cronledger$`),
   );
-}
-
-/** PostgreSQL's lock_not_available: a lock did not come within lock_timeout. */
-function isLockTimeout(error: unknown): boolean {
-  for (let cause: unknown = error; cause !== undefined && cause !== null; cause = (cause as { cause?: unknown }).cause) {
-    if ((cause as { code?: unknown }).code === "55P03") return true;
-  }
-  return false;
 }
 
 /**
