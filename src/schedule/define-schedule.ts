@@ -24,7 +24,8 @@ interface EntryTiming {
    * What a slot does while a job of an earlier slot (or a run-now) of this entry is still queued or running:
    * `"allow_all"` (default, or createCronledger's `overlap`) enqueues it anyway; `"skip"` records it as skipped;
    * `"buffer_one"` enqueues it unless one already waits, recording later ones as skipped; `"cancel_other"`
-   * cancels the waiting one, asks the running one to stop, and enqueues it. Decided by the pass's statement.
+   * cancels the waiting one, asks the running one to stop, and enqueues it. With either, a job made while one
+   * runs is `held` until that one has ended, so runs never overlap. Decided by the pass's statement.
    */
   readonly overlap?: OverlapPolicy;
 }
