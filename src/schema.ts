@@ -18,6 +18,20 @@ export const cronledgerSchema = pgSchema("cronledger");
 export const JOB_STATUSES = ["queued", "held", "running", "succeeded", "failed", "cancelled"] as const;
 export type JobStatus = (typeof JOB_STATUSES)[number];
 
+/**
+ * What a schedule entry's slot does while a job of the entry is still
+ * queued or running (Temporal's overlap policies by name): `allow_all`
+ * enqueues it anyway, `skip` records it as skipped, `buffer_one` keeps one
+ * waiting, `cancel_other` replaces the waiting one and stops the running
+ * one. Decided by the pass's statement (src/db/sql/slot-policy.ts).
+ */
+export const OVERLAP_POLICIES = ["allow_all", "skip", "buffer_one", "cancel_other"] as const;
+export type OverlapPolicy = (typeof OVERLAP_POLICIES)[number];
+
+/** What an upsert of a dynamic schedule entry did to it (src/db/sql/dynamic.ts). */
+export const UPSERT_OUTCOMES = ["created", "updated", "retimed", "unchanged"] as const;
+export type UpsertOutcome = (typeof UPSERT_OUTCOMES)[number];
+
 const timestamptz = (name: string) => timestamp(name, { withTimezone: true, mode: "date" });
 
 /**

@@ -2,9 +2,9 @@ import type { StandardSchemaV1 } from "../jobs/standard-schema.js";
 import type { PayloadInput } from "../jobs/define-job.js";
 import type { Duration } from "../duration.js";
 import type { JobDefinition } from "../jobs/define-job.js";
-import type { OverlapPolicy } from "../db/sql/slot-policy.js";
+import type { OverlapPolicy } from "../schema.js";
 
-export type { OverlapPolicy } from "../db/sql/slot-policy.js";
+export type { OverlapPolicy } from "../schema.js";
 
 interface EntryTiming {
   /** 5-field (minute resolution), 6-field (second resolution) or @yearly/@monthly/@weekly/@daily/@hourly. */

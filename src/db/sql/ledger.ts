@@ -9,7 +9,7 @@
 
 import { sql, type SQL } from "drizzle-orm";
 import { alias } from "drizzle-orm/pg-core";
-import { scheduleLastRuns, scheduleState, scheduleVersions } from "../../schema.js";
+import { scheduleLastRuns, scheduleState, scheduleVersions, type OverlapPolicy } from "../../schema.js";
 import { query, type Executor } from "../executor.js";
 import { JOB_INSERT, PASS, SLOT_POLICY } from "./ctes.js";
 import { array, clock, epochMs, milliseconds, name, reusableShapes } from "./fragments.js";
@@ -31,7 +31,7 @@ export interface EntryJob {
   readonly priority: number;
   readonly maxAttempts: number;
   /** The entry's overlap policy (src/db/sql/slot-policy.ts): "allow_all" inserts every slot's job as before. */
-  readonly overlap: string;
+  readonly overlap: OverlapPolicy;
 }
 
 /** One entry the pass looks at. */

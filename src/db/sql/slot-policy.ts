@@ -41,9 +41,6 @@ import { CANCEL_CHANNEL, JOB_ID_SEQUENCE } from "./jobs.js";
  * its notifications are sent).
  */
 
-export const OVERLAP_POLICIES = ["allow_all", "skip", "buffer_one", "cancel_other"] as const;
-export type OverlapPolicy = (typeof OVERLAP_POLICIES)[number];
-
 /** `cancel_requested_by` of a stop an entry's overlap policy asked for. */
 export const OVERLAP_REQUESTER = "overlap";
 
