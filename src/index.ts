@@ -32,6 +32,8 @@ export type { RetriedJob } from "./operators/retry-failed.js";
 export { CHORE_QUEUE, PRUNE_JOB, REAP_JOB } from "./runtime/chores.js";
 export { defineSchedule } from "./schedule/define-schedule.js";
 export type { NamedScheduleEntry, ScheduleEntry, TypedScheduleEntry } from "./schedule/define-schedule.js";
+// The domain words, from their one home beside the tables: an entry's overlap policies, a job's statuses.
+export { JOB_STATUSES, OVERLAP_POLICIES, type JobStatus, type OverlapPolicy } from "./schema.js";
 export { loadSchedule, validateSchedule } from "./schedule/validate.js";
 export type { ResolvedEntry } from "./schedule/validate.js";
 export { slotCalendar } from "./schedule/slot-calendar.js";
@@ -120,4 +122,5 @@ export type {
   Schedules,
   UpsertOutcome,
 } from "./schedule/schedules.js";
+export { UPSERT_OUTCOMES } from "./schema.js";
 export { dynamicEntryDocument, dynamicSchedulesDocument, type DynamicEntryDocument, type DynamicSchedulesDocument } from "./wire/schedules.js";

@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { parseDuration } from "./duration.js";
 import { ConfigError } from "./errors.js";
+import { OVERLAP_POLICIES } from "./schema.js";
 import { describeShapeIssues } from "./suggest.js";
 
 /**
@@ -12,9 +13,12 @@ import { describeShapeIssues } from "./suggest.js";
  * unknown keys with a did-you-mean.
  */
 
+/** A duration as written ("30s", "2m") or milliseconds, not yet resolved: its shape only (a schedule entry resolves it with its own messages). */
+export const durationInput = () => z.union([z.number(), z.string()], { error: 'must be a duration such as "30s" or a number of milliseconds' });
+
 /** A duration ("30s", "2m") or milliseconds, resolved to milliseconds; `what` names it in the message. */
 export const duration = (what: string) =>
-  z.union([z.number(), z.string()], { error: 'must be a duration such as "30s" or a number of milliseconds' }).transform((value, context) => {
+  durationInput().transform((value, context) => {
     try {
       return parseDuration(value, what);
     } catch (error) {
@@ -25,6 +29,10 @@ export const duration = (what: string) =>
       return z.NEVER;
     }
   });
+
+/** An overlap policy (src/schema.ts); `label` starts the message (the entry's `overlap` field names itself). */
+export const overlapPolicy = (label = "") =>
+  z.enum(OVERLAP_POLICIES, { error: `${label}must be one of ${OVERLAP_POLICIES.map((policy) => `"${policy}"`).join(", ")}` });
 
 export const positiveInteger = () =>
   z.number({ error: "must be a positive integer" }).int("must be a positive integer").min(1, "must be a positive integer");

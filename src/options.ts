@@ -1,5 +1,4 @@
 import type { Registry } from "prom-client";
-import { OVERLAP_POLICIES, type OverlapPolicy } from "./db/sql/slot-policy.js";
 import { z } from "zod";
 import type { Database, DatabaseSetting } from "./db/connection.js";
 import { databaseSettingSchema } from "./db/settings.js";
@@ -11,8 +10,9 @@ import { maxPayloadBytesSchema } from "./jobs/payload-limit.js";
 import { DEFAULT_LEASE_MS } from "./jobs/work-options.js";
 import { DEFAULT_STOP_GRACE_MS } from "./jobs/stops.js";
 import type { Logger } from "./log.js";
-import { duration, object, parseOptions, positiveInteger, type Check, type OptionShape, type Takes } from "./option-schema.js";
+import { duration, object, overlapPolicy, parseOptions, positiveInteger, type Check, type OptionShape, type Takes } from "./option-schema.js";
 import { choresSchema, type ChoresSetting } from "./runtime/chore-options.js";
+import type { OverlapPolicy } from "./schema.js";
 import type { ScheduleEntry } from "./schedule/define-schedule.js";
 import { tracingSchema, type TracingSetting } from "./tracing.js";
 
@@ -180,7 +180,7 @@ const cronledgerShape = {
   maxPayloadBytes: maxPayloadBytesSchema,
   invalidEntries: z.enum(["quarantine", "fail"], { error: 'must be "quarantine" (run the valid entries, show the invalid ones as broken) or "fail" (throw)' }).default(DEFAULT_INVALID_ENTRIES),
   catchUpWindow: duration("catchUpWindow").optional(),
-  overlap: z.enum(OVERLAP_POLICIES, { error: `must be one of ${OVERLAP_POLICIES.map((policy) => `"${policy}"`).join(", ")}` }).optional(),
+  overlap: overlapPolicy().optional(),
   passTimeout: duration("passTimeout")
     .refine((ms) => ms >= 1, "must be at least 1 ms")
     .default(DEFAULT_PASS_TIMEOUT_MS),

@@ -9,8 +9,28 @@ import { bigint, check, customType, date, doublePrecision, index, integer, jsonb
  */
 export const cronledgerSchema = pgSchema("cronledger");
 
-export const JOB_STATUSES = ["queued", "running", "succeeded", "failed", "cancelled"] as const;
+/**
+ * A job's statuses. `held` is a job an entry's overlap policy (`buffer_one`,
+ * `cancel_other`) made while an earlier job of the entry runs: no worker
+ * claims it; it becomes `queued` when the entry has no job running or waiting
+ * left (src/db/sql/history.ts, releaseHeldCtes).
+ */
+export const JOB_STATUSES = ["queued", "held", "running", "succeeded", "failed", "cancelled"] as const;
 export type JobStatus = (typeof JOB_STATUSES)[number];
+
+/**
+ * What a schedule entry's slot does while a job of the entry is still
+ * queued or running (Temporal's overlap policies by name): `allow_all`
+ * enqueues it anyway, `skip` records it as skipped, `buffer_one` keeps one
+ * waiting, `cancel_other` replaces the waiting one and stops the running
+ * one. Decided by the pass's statement (src/db/sql/slot-policy.ts).
+ */
+export const OVERLAP_POLICIES = ["allow_all", "skip", "buffer_one", "cancel_other"] as const;
+export type OverlapPolicy = (typeof OVERLAP_POLICIES)[number];
+
+/** What an upsert of a dynamic schedule entry did to it (src/db/sql/dynamic.ts). */
+export const UPSERT_OUTCOMES = ["created", "updated", "retimed", "unchanged"] as const;
+export type UpsertOutcome = (typeof UPSERT_OUTCOMES)[number];
 
 const timestamptz = (name: string) => timestamp(name, { withTimezone: true, mode: "date" });
 
@@ -53,8 +73,8 @@ export const scheduleState = cronledgerSchema.table(
   ],
 );
 
-/** The statuses of a job waiting to run or running: the rows of `job_queue`. */
-export const LIVE_JOB_STATUSES = ["queued", "running"] as const;
+/** The statuses of a job waiting to run, held back by its entry's overlap policy, or running: the rows of `job_queue`. */
+export const LIVE_JOB_STATUSES = ["queued", "held", "running"] as const;
 /**
  * The statuses of a finished job: the rows of `job_history`. `skipped` is
  * reserved for a slot an entry's policy skips (recorded as a finished run of
@@ -88,7 +108,8 @@ const jobColumns = () => ({
 
 /**
  * The queue: jobs waiting to run (`queued`, for their first attempt or a
- * retry) and running ones, and nothing else. Enqueue, claim, heartbeat and
+ * retry), jobs held back by their entry's overlap policy until its running
+ * job ends (`held`), and running ones, and nothing else. Enqueue, claim, heartbeat and
  * completion touch only this table and its indexes, which are the ones the
  * claim, the reaper, the retries list and an entry's live runs read. A job
  * leaves it when it finishes: its row moves to `job_history` in the statement
@@ -114,7 +135,7 @@ export const jobQueue = cronledgerSchema.table(
     cancelReason: text("cancel_reason"),
   },
   (t) => [
-    check("job_queue_status_check", sql`${t.status} in ('queued', 'running')`),
+    check("job_queue_status_check", sql`${t.status} in ('queued', 'held', 'running')`),
     // Serves the worker claim: ready rows of a queue in priority then run_at order.
     index("job_queue_ready_idx").on(t.queue, t.priority, t.runAt, t.id).where(sql`${t.status} = 'queued'`),
     // Serves the reaper's scan for stale heartbeats.
@@ -122,6 +143,8 @@ export const jobQueue = cronledgerSchema.table(
     // Serves the list of jobs waiting for a retry (the Schedule page's Cancel buttons): few rows, so a cheap index.
     index("job_queue_retrying_idx").on(t.runAt, t.id).where(sql`${t.status} = 'queued' and ${t.attempts} > 0`),
     // Serves an entry's live runs (its status, the Schedule page) and "does this entry have a job waiting or running?".
+    // Serves the release of held jobs: by their entry when a job of it ends, all of them in the reaper's sweep (few rows).
+    index("job_queue_held_idx").on(t.scheduleKey).where(sql`${t.status} = 'held'`),
     index("job_queue_schedule_idx").on(t.scheduleKey, t.scheduledFor, t.id).where(sql`${t.scheduleKey} is not null`),
   ],
 );

@@ -14,6 +14,8 @@ import { startSlotReplica, type ReplicaTick, type SlotReplica } from "./support/
  * entry in lock-step at injected instants, one minute of the entry's clock per STEP_MS of real time,
  * and work its jobs, which take three periods (JOB_MS of real time). After every step the queue is
  * sampled; at the end every slot must have exactly one row (fired, skipped, or cancelled by a later one).
+ * buffer_one and cancel_other hold the next job (status `held`) until the running one has ended, so
+ * no two runs of the entry overlap, by the handlers' clocks and by the history's started/finished times.
  */
 const MINUTE = 60_000;
 const T0 = Date.parse("2026-04-01T12:00:00.000Z");
@@ -24,6 +26,7 @@ const slot = (step: number) => T0 + step * MINUTE;
 
 interface Sample {
   queued: number;
+  held: number;
   running: number;
   /** Running jobs older than the entry's newest live job that were not asked to stop. */
   unasked: number;
@@ -64,7 +67,8 @@ describe.each(["skip", "buffer_one", "cancel_other"] as const)("overlap %s acros
       expect(handled, `step ${step}: ${JSON.stringify(reports)}`).toBe(1);
       skippedSlots += reports.reduce((sum, report) => sum + report.skipped.length, 0);
       const [sample] = await run<Sample>(
-        sql`select count(*) filter (where status = 'queued')::int as queued, count(*) filter (where status = 'running')::int as running,
+        sql`select count(*) filter (where status = 'queued')::int as queued, count(*) filter (where status = 'held')::int as held,
+              count(*) filter (where status = 'running')::int as running,
               count(*) filter (where status = 'running' and cancel_requested_at is null and id < (select max(id) from cronledger.job_queue where job_name = ${SYNC_JOB}))::int as unasked
             from cronledger.job_queue where job_name = ${SYNC_JOB}`,
       );
@@ -85,6 +89,14 @@ describe.each(["skip", "buffer_one", "cancel_other"] as const)("overlap %s acros
     );
     const mostAtOnce = Math.max(...runs.map((a) => runs.filter((b) => b.started_ms <= a.started_ms && (b.ended_ms ?? Infinity) > a.started_ms).length));
     expect(runs.length).toBeGreaterThanOrEqual(2);
+    // The history's view of the same runs: each attempt's claim (started_at) and its end (finished_at; null while it runs).
+    const attempts = await run<{ id: number; started_ms: number; finished_ms: number | null }>(
+      sql`select id::float8 as id, (extract(epoch from started_at) * 1000)::float8 as started_ms, (extract(epoch from finished_at) * 1000)::float8 as finished_ms
+          from cronledger.jobs where job_name = ${SYNC_JOB} and started_at is not null order by started_at, id`,
+    );
+    const overlapping = attempts.flatMap((a, index) =>
+      attempts.slice(index + 1).filter((b) => b.started_ms < (a.finished_ms ?? Infinity)).map((b) => `#${a.id} and #${b.id}`),
+    );
 
     if (policy === "skip") {
       // Never two jobs of the entry queued or running at once: in the queue at every step, and in the handlers' own clocks.
@@ -93,19 +105,25 @@ describe.each(["skip", "buffer_one", "cancel_other"] as const)("overlap %s acros
       expect(skippedSlots).toBeGreaterThan(0);
       expect(rows.filter((row) => row.status === "skipped").every((row) => row.outcome === "overlap")).toBe(true);
     } else if (policy === "buffer_one") {
-      // At most one job waits, at most two are live; slots beyond that are skipped.
-      expect(samples.every((sample) => sample.queued <= 1 && sample.queued + sample.running <= 2), JSON.stringify(samples)).toBe(true);
-      expect(mostAtOnce).toBeLessThanOrEqual(2);
+      // One runs at a time, at most one waits (held behind it), slots beyond that are skipped; runs never overlap.
+      expect(samples.every((sample) => sample.running <= 1 && sample.queued + sample.held <= 1), JSON.stringify(samples)).toBe(true);
+      expect(samples.some((sample) => sample.held === 1), JSON.stringify(samples)).toBe(true);
+      expect(mostAtOnce).toBe(1);
+      expect(overlapping).toEqual([]);
+      expect(attempts.length).toBeGreaterThanOrEqual(3);
       expect(skippedSlots).toBeGreaterThan(0);
     } else {
-      // Nothing is skipped; at most one job waits; every running job older than the newest has been asked to stop.
+      // Nothing is skipped; one runs at a time and at most one waits; every running job older than the newest has been asked
+      // to stop; the replacing job starts only after the stopped one has ended.
       expect(skippedSlots).toBe(0);
       expect(rows.some((row) => row.status === "skipped")).toBe(false);
-      expect(samples.every((sample) => sample.queued <= 1 && sample.unasked === 0), JSON.stringify(samples)).toBe(true);
-      const [asked] = await run<{ n: number }>(
-        sql`select count(*)::int as n from cronledger.jobs where job_name = ${SYNC_JOB} and (status = 'cancelled' and outcome = 'overlap' or status = 'running')`,
-      );
-      expect(samples.some((sample) => sample.running > 1) || (asked?.n ?? 0) > 0).toBe(true);
+      expect(samples.every((sample) => sample.running <= 1 && sample.queued + sample.held <= 1 && sample.unasked === 0), JSON.stringify(samples)).toBe(true);
+      expect(mostAtOnce).toBe(1);
+      expect(overlapping).toEqual([]);
+      // The policy acted: running jobs were stopped (they end cancelled) and their replacements waited held.
+      const [stopped] = await run<{ n: number }>(sql`select count(*)::int as n from cronledger.jobs where job_name = ${SYNC_JOB} and status = 'cancelled'`);
+      expect(stopped?.n ?? 0).toBeGreaterThan(0);
+      expect(samples.some((sample) => sample.held === 1), JSON.stringify(samples)).toBe(true);
     }
   }, 180_000);
 });

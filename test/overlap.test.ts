@@ -3,6 +3,7 @@ import postgres from "postgres";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { Cronledger } from "../src/cronledger.js";
 import { createCronledger } from "../src/cronledger.js";
+import { claimJobs, completeJobs, reapStaleJobs } from "../src/db/sql/jobs.js";
 import { ConfigError, ScheduleValidationError } from "../src/errors.js";
 import { defineJob } from "../src/jobs/define-job.js";
 import { silentLogger } from "../src/log.js";
@@ -34,10 +35,18 @@ const jobsOf = (ledger: Cronledger) =>
           q.cancel_requested_by, q.cancel_reason
         from cronledger.jobs v left join cronledger.job_queue q on q.id = v.id where v.job_name = ${sync.name} order by v.scheduled_for, v.id`,
   );
-/** A worker claimed it. */
-const start = (ledger: Cronledger, id: number) => rows(ledger, sql`update cronledger.job_queue set status = 'running', started_at = now() where id = ${id}`);
-/** It finished (as far as the overlap policy can see: it left the queue). */
-const finish = (ledger: Cronledger, id: number) => rows(ledger, sql`delete from cronledger.job_queue where id = ${id}`);
+const WORKER = "overlap-test-worker";
+/** A worker claimed it (its claim's fence: this worker, attempt 1). */
+const start = (ledger: Cronledger, id: number) =>
+  rows(ledger, sql`update cronledger.job_queue set status = 'running', started_at = now(), heartbeat_at = now(), locked_by = ${WORKER}, attempts = 1 where id = ${id}`);
+/** Its worker wrote its end: the real completion statement, which releases a held job of its entry. */
+const complete = (ledger: Cronledger, id: number, status: "succeeded" | "cancelled" = "succeeded") =>
+  completeJobs(ledger.database.db, WORKER, [{ id, attempt: 1, status, outcome: null, error: null, delayMs: 0, returned: false }]);
+/** It left the queue behind cronledger's back (a row deleted by hand): nothing releases a held job but the reaper's sweep. */
+const vanish = (ledger: Cronledger, id: number) => rows(ledger, sql`delete from cronledger.job_queue where id = ${id}`);
+const statusOf = async (ledger: Cronledger, id: number) => (await jobsOf(ledger)).find((row) => row.id === id)?.status;
+const claimable = async (ledger: Cronledger) =>
+  (await claimJobs(ledger.database.db, { workerId: "other-worker", queues: ["default"], jobNames: [sync.name], limit: 10 })).map((job) => job.id);
 
 describe.each(BACKENDS)("overlap policies on %s", (backend) => {
   let store: TestStore;
@@ -61,7 +70,7 @@ describe.each(BACKENDS)("overlap policies on %s", (backend) => {
     expect(queuedSkip.skipped).toEqual([expect.objectContaining({ reason: "overlap", slot: slot(2), detail: `overlap policy skip: job #${a} of this entry is still queued` })]);
     await start(ledger, a);
     expect((await ledger.tick({ now: at(3) })).skipped[0]?.detail).toBe(`overlap policy skip: job #${a} of this entry is still running`);
-    await finish(ledger, a);
+    await vanish(ledger, a);
     expect((await ledger.tick({ now: at(4) })).enqueued.map((outcome) => outcome.slot)).toEqual([slot(4)]);
     expect((await jobsOf(ledger)).map((row) => [row.slot_ms, row.status, row.outcome])).toEqual([
       [slot(2).getTime(), "skipped", "overlap"],
@@ -80,32 +89,83 @@ describe.each(BACKENDS)("overlap policies on %s", (backend) => {
     expect((await ledger.tick({ now: at(2) })).skipped).toHaveLength(1);
   });
 
-  it("buffer_one: one job waits behind a running one; a slot that finds one waiting is skipped", async () => {
+  it("buffer_one: the buffered job is held while one runs, released when it ends; a slot that finds one waiting is skipped", async () => {
     const ledger = await open("buffer_one");
     const a = (await ledger.tick({ now: at(1) })).enqueued[0]?.jobId ?? 0;
     // A waits (nothing runs): the next slot finds a job waiting and is skipped.
-    expect((await ledger.tick({ now: at(2) })).skipped[0]?.detail).toBe("overlap policy buffer_one: a job of this entry already waits");
+    expect((await ledger.tick({ now: at(2) })).skipped[0]?.detail).toBe(`overlap policy buffer_one: job #${a} of this entry already waits`);
     await start(ledger, a);
     const b = (await ledger.tick({ now: at(3) })).enqueued[0]?.jobId ?? 0;
     expect(b).toBeGreaterThan(a);
-    expect((await ledger.tick({ now: at(4) })).skipped).toHaveLength(1);
-    await start(ledger, b);
-    expect((await ledger.tick({ now: at(5) })).skipped[0]?.detail).toBe("overlap policy buffer_one: two jobs of this entry are running");
-    await finish(ledger, a);
-    expect((await ledger.tick({ now: at(6) })).enqueued.map((outcome) => outcome.slot)).toEqual([slot(6)]);
+    // B is held: no worker can claim it while A runs, and it is the one waiting job.
+    expect(await statusOf(ledger, b)).toBe("held");
+    expect(await claimable(ledger)).toEqual([]);
+    expect((await ledger.tick({ now: at(4) })).skipped[0]?.detail).toBe(`overlap policy buffer_one: job #${b} of this entry already waits`);
+    const status = await ledger.status({ now: at(4), runs: { limit: 5, page: 1, perPage: 5 } });
+    expect(status.totals).toMatchObject({ queued: 0, held: 1, running: 1 });
+    expect(status.entries[0]?.recentRuns?.map((run) => run.kind)).toEqual(["skipped", "held", "skipped", "running"]);
+    // A ends: B becomes queued in the same statement, and a worker takes it.
+    await complete(ledger, a);
+    expect(await statusOf(ledger, b)).toBe("queued");
+    expect(await claimable(ledger)).toEqual([b]);
+    expect((await jobsOf(ledger)).map((row) => [row.slot_ms, row.status])).toEqual([
+      [slot(1).getTime(), "succeeded"],
+      [slot(2).getTime(), "skipped"],
+      [slot(3).getTime(), "running"],
+      [slot(4).getTime(), "skipped"],
+    ]);
   });
 
-  it("cancel_other: the new slot is enqueued, the waiting job is cancelled and the running one asked to stop, once", async () => {
+  it("buffer_one: a held job whose running job vanished is released by the reaper's sweep, or by the entry's next slot", async () => {
+    const ledger = await open("buffer_one");
+    const a = (await ledger.tick({ now: at(1) })).enqueued[0]?.jobId ?? 0;
+    await start(ledger, a);
+    const b = (await ledger.tick({ now: at(2) })).enqueued[0]?.jobId ?? 0;
+    await vanish(ledger, a);
+    expect(await statusOf(ledger, b)).toBe("held");
+    await reapStaleJobs(ledger.database.db, 60_000);
+    expect(await statusOf(ledger, b)).toBe("queued");
+
+    await start(ledger, b);
+    const c = (await ledger.tick({ now: at(3) })).enqueued[0]?.jobId ?? 0;
+    await vanish(ledger, b);
+    // The next slot finds C waiting: it is skipped, and C, with nothing running before it, is released.
+    expect((await ledger.tick({ now: at(4) })).skipped[0]?.detail).toBe(`overlap policy buffer_one: job #${c} of this entry already waits`);
+    expect(await statusOf(ledger, c)).toBe("queued");
+  });
+
+  it("buffer_one: a run-now while a job runs is held like a slot; an operator can cancel a held job", async () => {
+    const ledger = await open("buffer_one");
+    const a = (await ledger.tick({ now: at(1) })).enqueued[0]?.jobId ?? 0;
+    await start(ledger, a);
+    const identity = ledger.entries[0]?.identity ?? "";
+    const now = await ledger.trigger(identity, { requestId: "held-run-now" });
+    expect(now.skipped).toBeNull();
+    expect(await statusOf(ledger, now.jobId ?? 0)).toBe("held");
+    expect((await ledger.trigger(identity, { requestId: "second" })).skipped?.detail).toBe(`overlap policy buffer_one: job #${now.jobId} of this entry already waits`);
+    expect(await ledger.cancelJob(now.jobId ?? 0)).toMatchObject({ cancelled: true, was: "queued" });
+    expect(await statusOf(ledger, now.jobId ?? 0)).toBe("cancelled");
+  });
+
+  it("cancel_other: the new slot is held while the stopped job runs; the waiting one is cancelled; the running one asked to stop, once", async () => {
     const ledger = await open("cancel_other");
     const a = (await ledger.tick({ now: at(1) })).enqueued[0]?.jobId ?? 0;
     await start(ledger, a);
     const b = (await ledger.tick({ now: at(2) })).enqueued[0]?.jobId ?? 0;
+    expect(await statusOf(ledger, b)).toBe("held");
     const c = (await ledger.tick({ now: at(3) })).enqueued[0]?.jobId ?? 0;
     expect([a < b, b < c]).toEqual([true, true]);
     const [rowA, rowB, rowC] = await jobsOf(ledger);
     expect(rowA).toMatchObject({ id: a, status: "running", cancel_requested_by: "overlap", cancel_reason: "the overlap policy cancel_other: slot 2026-03-02T10:02:00.000Z replaces it" });
     expect(rowB).toMatchObject({ id: b, status: "cancelled", outcome: "overlap", last_error: "cancelled by the overlap policy cancel_other: slot 2026-03-02T10:03:00.000Z replaced it" });
-    expect(rowC).toMatchObject({ id: c, status: "queued", cancel_requested_by: null });
+    expect(rowC).toMatchObject({ id: c, status: "held", cancel_requested_by: null });
+    expect(await claimable(ledger)).toEqual([]);
+    // A stops (its handler returned, or its grace passed): C is released in the same statement.
+    await complete(ledger, a, "cancelled");
+    expect(await statusOf(ledger, c)).toBe("queued");
+    // With nothing running, the next slot cancels the waiting C and goes in queued.
+    const d = (await ledger.tick({ now: at(4) })).enqueued[0]?.jobId ?? 0;
+    expect([await statusOf(ledger, c), await statusOf(ledger, d)]).toEqual(["cancelled", "queued"]);
   });
 
   it("refuses an unknown policy, in an entry and as the default", async () => {

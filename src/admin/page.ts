@@ -77,6 +77,7 @@ const RUN_LABELS: Readonly<Record<EntryRun["kind"], string>> = {
   retrying: "waiting for a retry",
   running: "running",
   queued: "queued",
+  held: "held until the entry's running job ends",
   cancelled: "cancelled",
 };
 
@@ -158,7 +159,7 @@ ${rows}
 </tbody></table>
 <p class="legend muted"><span class="run run-succeeded"></span> succeeded <span class="run run-skipped"></span> skipped / no-op
 <span class="run run-failed"></span> failed <span class="run run-retrying"></span> waiting for a retry <span class="run run-running"></span> running
-<span class="run run-queued"></span> queued <span class="run run-cancelled"></span> cancelled <span class="run run-succeeded retried"></span> retried
+<span class="run run-queued"></span> queued <span class="run run-held"></span> held <span class="run run-cancelled"></span> cancelled <span class="run run-succeeded retried"></span> retried
 <span class="run run-succeeded late"></span> started late · hover a run for its times</p>
 ${pager}`;
 }
@@ -259,7 +260,7 @@ button{font:inherit;padding:.2rem .7rem;cursor:pointer}button.danger{color:var(-
 .strip{display:inline-flex;flex-wrap:wrap;gap:2px;min-width:14rem;max-width:16rem}
 .run{display:inline-block;width:9px;height:18px;border-radius:2px;background:var(--grey);vertical-align:middle}
 .run-succeeded{background:var(--ok)}.run-skipped{background:color-mix(in srgb,var(--ok) 45%,var(--card))}.run-failed{background:var(--bad)}
-.run-retrying{background:var(--warn)}.run-running{background:var(--info)}.run-queued{background:var(--card);border:1px solid var(--grey)}.run-cancelled{background:var(--greybg);border:1px dashed var(--grey)}
+.run-retrying{background:var(--warn)}.run-running{background:var(--info)}.run-queued{background:var(--card);border:1px solid var(--grey)}.run-held{background:var(--card);border:1px dashed var(--info)}.run-cancelled{background:var(--greybg);border:1px dashed var(--grey)}
 .run.retried{box-shadow:inset 0 -5px 0 var(--warn)}.run.late{box-shadow:inset 0 5px 0 var(--fg)}.run.late.retried{box-shadow:inset 0 5px 0 var(--fg),inset 0 -5px 0 var(--warn)}
 .legend .run{margin:0 .15rem 0 .5rem}.scroll{overflow-x:auto}#refresh-status{font-size:12px}
 @media (max-width:700px){body{padding:.6rem .7rem}

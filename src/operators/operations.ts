@@ -222,7 +222,7 @@ export class Operations {
     const reason = request.reason === undefined || request.reason.trim() === "" ? null : request.reason.trim().slice(0, MAX_STOP_TEXT);
     let row = await cancelJob(this.db, id, { by, reason });
     // Queued or running in the statement's snapshot, yet neither cancelled nor asked to stop: it was claimed or finished meanwhile; look again.
-    for (let again = 0; again < 3 && row !== undefined && !row.cancelled && row.stop_requested_at_ms === null && (row.status === "queued" || row.status === "running"); again += 1) {
+    for (let again = 0; again < 3 && row !== undefined && !row.cancelled && row.stop_requested_at_ms === null && (row.status === "queued" || row.status === "held" || row.status === "running"); again += 1) {
       row = await cancelJob(this.db, id, { by, reason });
     }
     if (row === undefined) throw new JobNotFoundError(id);

@@ -2,9 +2,9 @@ import type { StandardSchemaV1 } from "../jobs/standard-schema.js";
 import type { PayloadInput } from "../jobs/define-job.js";
 import type { Duration } from "../duration.js";
 import type { JobDefinition } from "../jobs/define-job.js";
-import type { OverlapPolicy } from "../db/sql/slot-policy.js";
+import type { OverlapPolicy } from "../schema.js";
 
-export type { OverlapPolicy } from "../db/sql/slot-policy.js";
+export type { OverlapPolicy } from "../schema.js";
 
 interface EntryTiming {
   /** 5-field (minute resolution), 6-field (second resolution) or @yearly/@monthly/@weekly/@daily/@hourly. */
@@ -24,7 +24,8 @@ interface EntryTiming {
    * What a slot does while a job of an earlier slot (or a run-now) of this entry is still queued or running:
    * `"allow_all"` (default, or createCronledger's `overlap`) enqueues it anyway; `"skip"` records it as skipped;
    * `"buffer_one"` enqueues it unless one already waits, recording later ones as skipped; `"cancel_other"`
-   * cancels the waiting one, asks the running one to stop, and enqueues it. Decided by the pass's statement.
+   * cancels the waiting one, asks the running one to stop, and enqueues it. With either, a job made while one
+   * runs is `held` until that one has ended, so runs never overlap. Decided by the pass's statement.
    */
   readonly overlap?: OverlapPolicy;
 }

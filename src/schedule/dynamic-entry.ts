@@ -1,6 +1,6 @@
 import { z } from "zod";
 import type { DynamicEntryRow, TakenRow } from "../db/sql/dynamic.js";
-import type { OverlapPolicy } from "../db/sql/slot-policy.js";
+import type { OverlapPolicy } from "../schema.js";
 import { ScheduleEntryError, type ScheduleProblem } from "../errors.js";
 import { defineJob, type JobDefinition } from "../jobs/define-job.js";
 import { parseCron, type ParsedCron } from "./cron.js";

@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import type { Database } from "../db/connection.js";
 import type { Executor } from "../db/executor.js";
-import type { OverlapPolicy } from "../db/sql/slot-policy.js";
+import type { OverlapPolicy } from "../schema.js";
 import { clearQuarantine, heldLedgerKeys, ledgerSnapshot, pruneLedgerRows, type LedgerRow } from "../db/sql/ledger.js";
 import { reportSchedule, type ScheduleReport } from "../db/sql/workers.js";
 import type { ScheduleProblem } from "../errors.js";

@@ -9,9 +9,9 @@ import {
   upsertDynamic,
   type DynamicCounts,
   type DynamicEntryState,
-  type UpsertOutcome,
 } from "../db/sql/dynamic.js";
-import type { OverlapPolicy } from "../db/sql/slot-policy.js";
+import type { UpsertOutcome } from "../schema.js";
+import type { OverlapPolicy } from "../schema.js";
 import { InvalidArgumentError } from "../errors.js";
 import type { JobDefinition } from "../jobs/define-job.js";
 import { dynamicLedgerKey, dynamicLedgerNamespace, DYNAMIC_KEY_PATTERN, resolveDynamicEntries, takenEntry, type DynamicEntryInput } from "./dynamic-entry.js";

@@ -7,7 +7,8 @@ import { closest, describeShapeIssues } from "../suggest.js";
 import { parseCron, type ParsedCron } from "./cron.js";
 import { entryIdentity, ledgerKey } from "./identity.js";
 import { slotCalendar, type SlotCalendar } from "./slot-calendar.js";
-import { OVERLAP_POLICIES, type OverlapPolicy } from "../db/sql/slot-policy.js";
+import { durationInput, overlapPolicy } from "../option-schema.js";
+import type { OverlapPolicy } from "../schema.js";
 import { timezoneSpelling, zoneOf } from "./timezone.js";
 
 export const DEFAULT_CATCH_UP_WINDOW_MS = 24 * 3_600_000;
@@ -50,7 +51,7 @@ export interface ResolveOptions {
   readonly maxPayloadBytes?: number;
 }
 
-const durationSchema = z.union([z.number(), z.string()], { error: 'must be a duration such as "30s" or a number of milliseconds' });
+const durationSchema = durationInput();
 // Strict: a misspelt field (`timeZone`, `tz`) must not silently leave the entry on UTC.
 const entryShape = z.strictObject(
   {
@@ -70,7 +71,7 @@ const entryShape = z.strictObject(
     catchUpWindow: durationSchema.optional(),
     queue: z.string().min(1).optional(),
     priority: z.number().int().optional(),
-    overlap: z.enum(OVERLAP_POLICIES, { error: `overlap must be one of ${OVERLAP_POLICIES.map((policy) => `"${policy}"`).join(", ")}` }).optional(),
+    overlap: overlapPolicy("overlap ").optional(),
   },
   { error: "each entry must be an object like { job, cron }" },
 );

@@ -13,7 +13,7 @@ export const ENTRY_STATES = ["paused", "quarantined", "locked", "late", "failing
 export type EntryState = (typeof ENTRY_STATES)[number];
 
 /** What one job row of an entry (one run) looks like to the status. */
-export type RunKind = "succeeded" | "skipped" | "failed" | "retrying" | "running" | "queued" | "cancelled";
+export type RunKind = "succeeded" | "skipped" | "failed" | "retrying" | "running" | "queued" | "held" | "cancelled";
 
 export interface EntryRun {
   readonly jobId: number;
@@ -192,6 +192,8 @@ function describeRunKind(run: EntryRun): string {
       return "was cancelled";
     case "queued":
       return `is queued for ${iso(run.runAt)}`;
+    case "held":
+      return "waits for the running job of this entry to end (its overlap policy)";
     default:
       return run.kind;
   }

@@ -52,6 +52,9 @@ function kindOf(row: EntryRunRow): RunKind {
       return "skipped";
     case "queued":
       return row.attempts > 0 ? "retrying" : "queued";
+    case "held":
+      // Made by the entry's overlap policy while an earlier run runs: it starts when that one ends.
+      return "held";
     case "running":
     case "failed":
     case "cancelled":
@@ -74,7 +77,7 @@ function shortError(error: string | null): string | null {
  */
 export function toEntryRun(row: EntryRunRow, entry: Pick<ResolvedEntry, "calendar" | "jitterMs">, nowMs: number): EntryRun {
   const kind = kindOf(row);
-  const firstStart = row.attempts <= 1 ? (row.started_at_ms ?? (kind === "queued" ? nowMs : null)) : null;
+  const firstStart = row.attempts <= 1 ? (row.started_at_ms ?? (kind === "queued" || kind === "held" ? nowMs : null)) : null;
   const lateBy = firstStart === null ? 0 : firstStart - (row.scheduled_for_ms + entry.jitterMs);
   return {
     jobId: row.id,

@@ -14,17 +14,18 @@ import { sql, type SQL } from "drizzle-orm";
 
 const cte = (name: string): SQL => sql.raw(name);
 
-/** jobInsertCtes: the jobs it inserted (`id`, `job_name`, `idempotency_key`, `schedule_key`, `queue`), and the one row of its queue notifications. */
+/** jobInsertCtes: the jobs it inserted (`id`, `job_name`, `idempotency_key`, `schedule_key`, `queue`, `status`), and the one row of its queue notifications. */
 export const JOB_INSERT = { inserted: cte("inserted"), notified: cte("notified") } as const;
 
 /** archiveCtes reads the finished jobs to archive from `moved`, which its caller defines (historyColumnList's columns). */
 export const ARCHIVE = { moved: cte("moved") } as const;
 
 /**
- * slotPolicyCtes: `decided` (one row per slot: `key`, `slot_at`, `skip_reason`, `skip_detail`),
- * `moved` (the history rows it writes, ARCHIVE.moved) and `overlap_notified` (its stop requests' notifications).
+ * slotPolicyCtes: `decided` (one row per slot: `key`, `slot_at`, `skip_reason`, `skip_detail`, `hold`),
+ * `stop_asked` (the running jobs it asked to stop: `id`, `key`), `moved` (the history rows it writes, ARCHIVE.moved)
+ * and `overlap_notified` (its stop requests' notifications).
  */
-export const SLOT_POLICY = { decided: cte("decided"), moved: ARCHIVE.moved, overlapNotified: cte("overlap_notified") } as const;
+export const SLOT_POLICY = { decided: cte("decided"), stopAsked: cte("stop_asked"), moved: ARCHIVE.moved, overlapNotified: cte("overlap_notified") } as const;
 
 /**
  * passSql's own CTEs: the statement's clock, its entries with their ledger rows, their due slots,

@@ -76,7 +76,7 @@ export async function readDeployState(executor: Executor, namespace: string): Pr
         where ${w.namespace} = ${namespace} and ${w.heartbeatAt} >= now() - ${w.leaseMs} * interval '1 millisecond') as workers,
       (select json_agg(g order by g.job_name, g.queue, g.schedule_key)::text from (
           select ${q.jobName} as job_name, ${q.queue} as queue, ${q.scheduleKey} as schedule_key,
-            count(*) filter (where ${q.status} = 'queued')::int as queued, count(*) filter (where ${q.status} = 'running')::int as running
+            count(*) filter (where ${q.status} in ('queued', 'held'))::int as queued, count(*) filter (where ${q.status} = 'running')::int as running
           from ${jobQueue} group by 1, 2, 3) as g) as jobs`,
   );
   const parse = <T>(text: string | null | undefined): T[] => (text ? (JSON.parse(text) as T[]) : []);

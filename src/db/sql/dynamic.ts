@@ -1,6 +1,6 @@
 import { sql, type SQL } from "drizzle-orm";
 import { alias } from "drizzle-orm/pg-core";
-import { dynamicSchedules, scheduleLastRuns, scheduleState } from "../../schema.js";
+import { dynamicSchedules, scheduleLastRuns, scheduleState, type OverlapPolicy, type UpsertOutcome } from "../../schema.js";
 import { query, type Executor } from "../executor.js";
 import { array, clock, epochMs, milliseconds, name } from "./fragments.js";
 
@@ -33,13 +33,11 @@ export interface DynamicEntryRow {
   readonly queue: string;
   readonly priority: number;
   readonly maxAttempts: number;
-  readonly overlap: string;
+  readonly overlap: OverlapPolicy;
   /** The fire time of its first slot after the upserting process's clock less a tolerance; null: it never fires. */
   readonly nextFireMs: number | null;
 }
 
-/** What an upsert did to one entry. */
-export type UpsertOutcome = "created" | "updated" | "retimed" | "unchanged";
 
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
 

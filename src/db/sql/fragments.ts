@@ -9,6 +9,9 @@ import { prepareText } from "../prepared.js";
  * numbers and no driver's timestamp parsing or time zone setting is involved.
  */
 
+/** Workers LISTEN on this channel; the payload is the queue that gained ready jobs. */
+export const JOBS_CHANNEL = "cronledger_jobs";
+
 /** An instant as epoch milliseconds (float8); null stays null. */
 export function epochMs(instant: SQLWrapper): SQL<number> {
   return sql<number>`(extract(epoch from ${instant}) * 1000)::float8`;

@@ -2,7 +2,7 @@ import { sql, type SQL } from "drizzle-orm";
 import { alias } from "drizzle-orm/pg-core";
 import { jobCounts, jobHistory, jobQueue, scheduleLastRuns } from "../../schema.js";
 import { ARCHIVE } from "./ctes.js";
-import { name } from "./fragments.js";
+import { JOBS_CHANNEL, name } from "./fragments.js";
 
 /**
  * The history of finished jobs, `cronledger.job_history`: how a job enters
@@ -73,6 +73,14 @@ export function movedToHistory(end: { readonly status: SQL; readonly outcome: SQ
 const utcDay = (instant: SQL) => sql`(${instant} at time zone 'UTC')::date`;
 
 /**
+ * Which held jobs a finishing statement releases (releaseHeldCtes): those of
+ * the entries whose jobs it finishes (`entries`), or every held job whose
+ * entry has nothing waiting or running left (`all`: the reaper's sweep, so a
+ * release a race or a crash missed is made within a reap).
+ */
+export type HeldRelease = "entries" | "all";
+
+/**
  * The CTEs that write finished jobs into the history, given a CTE named
  * `moved` (defined by the caller, usually `delete from job_queue ...
  * returning`) whose columns are historyColumnList with the job's final
@@ -80,10 +88,11 @@ const utcDay = (instant: SQL) => sql`(${instant} at time zone 'UTC')::date`;
  * delete, so a job is in the queue or in the history, never both or
  * neither. Alongside, they count the rows into job_counts (per day, queue
  * and status; shard = this backend, so concurrent writers never share a
- * counter row) and keep each schedule entry's last finished run
- * (schedule_last_runs: newer slot, then newer id, wins).
+ * counter row), keep each schedule entry's last finished run
+ * (schedule_last_runs: newer slot, then newer id, wins) and release the
+ * held job of an entry whose last live job this statement ends.
  */
-export function archiveCtes(): SQL {
+export function archiveCtes(release: HeldRelease = "entries"): SQL {
   const c = jobCounts;
   const r = scheduleLastRuns;
   const lastRunColumns = [r.scheduleKey, r.id, r.status, r.outcome, r.attempts, r.maxAttempts, r.scheduledFor, r.runAt, r.startedAt, r.finishedAt, r.lastError];
@@ -107,5 +116,33 @@ export function archiveCtes(): SQL {
       )}
       -- ">=": a job's history row written again (a late result replacing the reaper's verdict, src/db/sql/jobs.ts) replaces its last run too.
       where (excluded.${name(r.scheduledFor)}, excluded.${name(r.id)}) >= (${r.scheduledFor}, ${r.id})
+    ), ${releaseHeldCtes(release)}`;
+}
+
+/** `job_queue` as `o`: the other live jobs of a held job's entry. */
+const o = alias(jobQueue, "o");
+
+/**
+ * A held job (`buffer_one`'s buffered run, `cancel_other`'s replacing one,
+ * src/db/sql/slot-policy.ts) becomes `queued`, and its queue is woken, once
+ * no other job of its entry waits or runs: the rows this statement moves to
+ * the history count as gone (the statement's snapshot still shows them).
+ * Only the oldest held job of an entry is released, so two never start
+ * together. Defines `released_held`; its notifications are in its RETURNING,
+ * since a data-modifying CTE always runs and nothing has to read it.
+ */
+function releaseHeldCtes(release: HeldRelease): SQL {
+  const q = jobQueue;
+  const ofEntries = release === "entries" ? sql`and ${j.scheduleKey} in (select schedule_key from ${ARCHIVE.moved} where schedule_key is not null)` : sql``;
+  return sql`released_held as (
+      update ${jobQueue} as j set ${name(q.status)} = 'queued'
+      where ${j.status} = 'held' ${ofEntries}
+        and ${j.id} not in (select id from ${ARCHIVE.moved})
+        and ${j.id} = (select min(${o.id}) from ${jobQueue} as o where ${o.scheduleKey} = ${j.scheduleKey} and ${o.status} = 'held')
+        and not exists (
+          select 1 from ${jobQueue} as o
+          where ${o.scheduleKey} = ${j.scheduleKey} and ${o.status} in ('queued', 'running') and ${o.id} not in (select id from ${ARCHIVE.moved})
+        )
+      returning pg_notify(${JOBS_CHANNEL}, ${j.queue}) as notified
     )`;
 }

@@ -5,7 +5,7 @@ import { LeaseExpiredError, type StopRequest } from "../../errors.js";
 import { jobCounts, jobHistory, jobKeys, jobQueue, supersededAttempts } from "../../schema.js";
 import { query, type Executor } from "../executor.js";
 import { ARCHIVE, JOB_INSERT } from "./ctes.js";
-import { array, clock, epochMs, milliseconds, name, reusable, reusableShapes } from "./fragments.js";
+import { array, clock, epochMs, JOBS_CHANNEL, milliseconds, name, reusable, reusableShapes } from "./fragments.js";
 import { archiveCtes, historyColumnList, movedToHistory } from "./history.js";
 import { registerWorker, type WorkerRegistration } from "./workers.js";
 
@@ -24,8 +24,7 @@ import { registerWorker, type WorkerRegistration } from "./workers.js";
  * runs, counts) is in src/db/sql/operators.ts.
  */
 
-/** Workers LISTEN on this channel; the payload is the queue that gained ready jobs. */
-export const JOBS_CHANNEL = "cronledger_jobs";
+export { JOBS_CHANNEL } from "./fragments.js";
 /** Workers LISTEN on this channel for stop requests (an operator's cancel, an overlap policy's cancel_other); the payload is the running job's id, as text. */
 export const CANCEL_CHANNEL = "cronledger_cancel";
 
@@ -78,11 +77,16 @@ export interface InsertedJob {
  * and two inserts of the same key wait on each other's key row, not on a
  * read that a concurrent finish could slip past. Each queue that gained
  * rows is notified once, on commit. Enqueue, the tick's pass and the retry
- * of a failure all insert through it.
+ * of a failure all insert through it. With `withStatus`, `select` yields a
+ * twelfth column, the job's status (`queued`, or `held` for a job an overlap
+ * policy holds back, src/db/sql/slot-policy.ts); a held job wakes nobody.
  */
-export function jobInsertCtes(select: SQL): SQL {
+export function jobInsertCtes(select: SQL, options: { readonly withStatus?: boolean } = {}): SQL {
   const q = jobQueue;
-  const columns = [q.jobName, q.queue, q.payload, q.priority, q.runAt, q.maxAttempts, q.idempotencyKey, q.scheduleKey, q.scheduledFor, q.retryPolicy, q.traceContext];
+  const columns = [
+    ...[q.jobName, q.queue, q.payload, q.priority, q.runAt, q.maxAttempts, q.idempotencyKey, q.scheduleKey, q.scheduledFor, q.retryPolicy, q.traceContext],
+    ...(options.withStatus === true ? [q.status] : []),
+  ];
   const list = sql.join(
     columns.map((column) => name(column)),
     sql`, `,
@@ -98,8 +102,8 @@ export function jobInsertCtes(select: SQL): SQL {
     ), ${JOB_INSERT.inserted} as (
       insert into ${jobQueue} (${name(q.id)}, ${list}) overriding system value
       select id, ${list} from new_jobs where idempotency_key is null or id in (select id from keyed)
-      returning ${name(q.id)}, ${name(q.jobName)}, ${name(q.idempotencyKey)}, ${name(q.scheduleKey)}, ${name(q.queue)}
-    ), ${JOB_INSERT.notified} as (${notifyQueues(JOB_INSERT.inserted)})`;
+      returning ${name(q.id)}, ${name(q.jobName)}, ${name(q.idempotencyKey)}, ${name(q.scheduleKey)}, ${name(q.queue)}, ${name(q.status)}
+    ), ${JOB_INSERT.notified} as (${notifyQueues(options.withStatus === true ? sql`${JOB_INSERT.inserted} where status = 'queued'` : JOB_INSERT.inserted)})`;
 }
 
 /** The hot path's statements are named on cronledger's own pool (src/db/prepared.ts): parsed once per connection. */
@@ -611,6 +615,10 @@ export interface ReapCounts {
  * The lease also counts from the server's own start: while PostgreSQL was
  * down nobody could heartbeat, so after a restart every worker gets a whole
  * lease to reconnect and beat before any of its jobs is taken back.
+ *
+ * The same statement releases every held job whose entry has nothing
+ * waiting or running left (archiveCtes' `all`): the completion that should
+ * have released it may have raced the pass that held it, or never come.
  */
 export async function reapStaleJobs(executor: Executor, leaseMs: number, options: { readonly now?: Date | undefined; readonly sparedWorkers?: readonly string[] } = {}): Promise<ReapCounts> {
   const { now, sparedWorkers = [] } = options;
@@ -643,7 +651,7 @@ export async function reapStaleJobs(executor: Executor, leaseMs: number, options
             outcome: sql`${LEASE_EXPIRED_OUTCOME}::text`,
             lastError: leaseError(LeaseExpiredError.FAILED),
           })}
-        ), ${archiveCtes()}, notified as (${notifyQueues(sql`requeued`)})
+        ), ${archiveCtes("all")}, notified as (${notifyQueues(sql`requeued`)})
         select status, job_name, count(*)::int as n
         from (select 'queued' as status, job_name from requeued union all select status, job_name from moved) as reaped
         cross join notified

@@ -9,13 +9,13 @@
 
 import { sql, type SQL } from "drizzle-orm";
 import { alias } from "drizzle-orm/pg-core";
-import { scheduleLastRuns, scheduleState, scheduleVersions } from "../../schema.js";
+import { scheduleLastRuns, scheduleState, scheduleVersions, type OverlapPolicy } from "../../schema.js";
 import { query, type Executor } from "../executor.js";
 import { JOB_INSERT, PASS, SLOT_POLICY } from "./ctes.js";
 import { array, clock, epochMs, milliseconds, name, reusableShapes } from "./fragments.js";
 import { takeDueCtes, type Taken } from "./dynamic.js";
 import { jobInsertCtes } from "./jobs.js";
-import { slotPolicyCtes } from "./slot-policy.js";
+import { slotJobStatus, slotPolicyCtes } from "./slot-policy.js";
 
 
 /** `schedule_state` as `s`, joined to the arrays of planned entries. */
@@ -31,7 +31,7 @@ export interface EntryJob {
   readonly priority: number;
   readonly maxAttempts: number;
   /** The entry's overlap policy (src/db/sql/slot-policy.ts): "allow_all" inserts every slot's job as before. */
-  readonly overlap: string;
+  readonly overlap: OverlapPolicy;
 }
 
 /** One entry the pass looks at. */
@@ -353,9 +353,13 @@ function passDecisions(light: boolean, traceContext: SQL): SQL {
       e.job_name, e.queue, e.payload, e.priority, e.max_attempts
     from ${due} d join ${entry} e on e.key = d.key
     where not d.stale and (e.overlap <> 'allow_all' or e.paused) and d.key in (select key from ${claimed})`;
-  return sql`${slotPolicyCtes(candidates, sql`(select now from ${PASS.clock})`)}, ${jobInsertCtes(
-    sql`${jobsOf} and cl.key not in (select key from ${SLOT_POLICY.decided} where skip_reason is not null)`,
-  )}`;
+  // A slot the policy decided goes in with the status it chose (held while a job of its entry runs); any other as queued.
+  const jobsWithStatus = sql`select e.job_name, e.queue, e.payload::jsonb, e.priority, clock.now, e.max_attempts, d.idempotency_key, e.key, d.slot_at::timestamptz,
+        null::jsonb, ${traceContext}::jsonb, case when dc.key is null then 'queued' else ${slotJobStatus(sql`dc`)} end
+      from ${claimed} cl join ${due} d on d.key = cl.key join ${entry} e on e.key = cl.key cross join ${PASS.clock} as clock
+      left join ${SLOT_POLICY.decided} dc on dc.key = cl.key
+      where not d.stale and dc.skip_reason is null`;
+  return sql`${slotPolicyCtes(candidates, sql`(select now from ${PASS.clock})`)}, ${jobInsertCtes(jobsWithStatus, { withStatus: true })}`;
 }
 
 /** The pass's rows: one per entry, with what the statement did to it (PassRow); one row of nulls when it had none. */

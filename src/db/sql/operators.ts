@@ -121,7 +121,8 @@ export interface CancelRow {
 
 /**
  * Cancels job `id` in one statement. A queued job (waiting for its first
- * run or for a retry) moves to the history as `cancelled`, finished now. A
+ * run or for a retry) or a held one (its entry's overlap policy waits for
+ * the running one) moves to the history as `cancelled`, finished now. A
  * running job is asked to stop: `cancel_requested_at`/`_by`/`cancel_reason`
  * are set on its row (a repeated request keeps the first one) and
  * CANCEL_CHANNEL is notified with its id on commit; its worker aborts its
@@ -135,7 +136,7 @@ export async function cancelJob(executor: Executor, id: number, request: { reado
   const [row] = await query<CancelRow>(
     executor,
     sql`with ${ARCHIVE.moved} as (
-          delete from ${jobQueue} as j where ${j.id} = ${id} and ${j.status} = 'queued'
+          delete from ${jobQueue} as j where ${j.id} = ${id} and ${j.status} in ('queued', 'held')
           returning ${movedToHistory({ status: sql`'cancelled'`, outcome: sql`null::text`, lastError: sql`${j.lastError}` })}
         ), ${archiveCtes()}, stopping as (
           update ${jobQueue} as j set

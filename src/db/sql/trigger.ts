@@ -5,7 +5,7 @@ import { JOB_INSERT, SLOT_POLICY } from "./ctes.js";
 import { epochMs } from "./fragments.js";
 import { jobInsertCtes } from "./jobs.js";
 import type { EntryJob } from "./ledger.js";
-import { slotPolicyCtes } from "./slot-policy.js";
+import { slotJobStatus, slotPolicyCtes } from "./slot-policy.js";
 
 /** A run-now of one schedule entry: what its job is made of, and the request's idempotency key. */
 export interface TriggerInput extends EntryJob {
@@ -48,10 +48,13 @@ export async function triggerEntry(executor: Executor, input: TriggerInput): Pro
                 ${input.priority}::int as priority, ${input.maxAttempts}::int as max_attempts
               where not exists (select 1 from existing)`,
           sql`now()`,
-        )}, ${jobInsertCtes(sql`
+        )}, ${jobInsertCtes(
+          sql`
           select job_name, queue, payload::jsonb, priority, now(), max_attempts, ${input.idempotencyKey}::text, key, slot_at::timestamptz, null::jsonb,
-            ${input.traceContextJson ?? null}::jsonb
-          from ${SLOT_POLICY.decided} where skip_reason is null`)}
+            ${input.traceContextJson ?? null}::jsonb, ${slotJobStatus(SLOT_POLICY.decided)}
+          from ${SLOT_POLICY.decided} where skip_reason is null`,
+          { withStatus: true },
+        )}
         select (select job_id from existing)::float8 as existing_id, (select id from ${JOB_INSERT.inserted} limit 1)::float8 as job_id,
           (select skip_reason from ${SLOT_POLICY.decided} limit 1) as skip_reason, (select skip_detail from ${SLOT_POLICY.decided} limit 1) as skip_detail,
           (select id from ${SLOT_POLICY.moved} where status = 'skipped' limit 1)::float8 as skipped_job_id, ${epochMs(sql`now()`)} as slot_ms

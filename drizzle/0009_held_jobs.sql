@@ -1,0 +1,4 @@
+-- Held jobs: a job an entry's overlap policy (buffer_one, cancel_other) makes while an earlier one runs waits as `held`, never claimed, until that one ends; the partial index serves its release.
+ALTER TABLE "cronledger"."job_queue" DROP CONSTRAINT "job_queue_status_check";--> statement-breakpoint
+CREATE INDEX "job_queue_held_idx" ON "cronledger"."job_queue" USING btree ("schedule_key") WHERE "cronledger"."job_queue"."status" = 'held';--> statement-breakpoint
+ALTER TABLE "cronledger"."job_queue" ADD CONSTRAINT "job_queue_status_check" CHECK ("cronledger"."job_queue"."status" in ('queued', 'held', 'running'));
