@@ -620,12 +620,44 @@ export class EntryNotFoundError extends CronledgerError {
   }
 }
 
+/** Where a backfill was asked for: each names its switches its own way (`force: true`, `--force`, `"force": true`). */
+export type BackfillSurface = "api" | "cli" | "http";
+
+const BACKFILL_SWITCHES: Readonly<Record<BackfillSurface, { force: string; dryRun: string; max: string }>> = {
+  api: { force: "force: true", dryRun: "dryRun: true", max: "max (and latest: true)" },
+  cli: { force: "--force", dryRun: "--dry-run", max: "--max <n> (and --latest)" },
+  http: { force: '"force": true in the body', dryRun: '"dry_run": true', max: '"max" (and "latest": true)' },
+};
+
 /** A backfill that would enqueue more jobs than an operator should start by accident. */
 export class BackfillTooLargeError extends CronledgerError {
+  /** Slots the request would cover (the range's count stops just past `limit`). */
   readonly slots: number;
+  /** Slots allowed: the cap without force, the hard limit with it. */
+  readonly limit: number;
+  /** The request was forced already: only splitting the range helps. */
+  readonly forced: boolean;
+  readonly surface: BackfillSurface;
 
-  constructor(message: string, slots: number) {
-    super("backfill_too_large", message);
-    this.slots = slots;
+  constructor(details: { slots: number; limit: number; forced: boolean }, surface: BackfillSurface = "api") {
+    super("backfill_too_large", backfillRefusal(details, surface));
+    this.slots = details.slots;
+    this.limit = details.limit;
+    this.forced = details.forced;
+    this.surface = surface;
   }
+
+  /** The same refusal, worded with the switches of another surface (the CLI's flags, the HTTP body's fields). */
+  on(surface: BackfillSurface): BackfillTooLargeError {
+    return surface === this.surface ? this : new BackfillTooLargeError(this, surface);
+  }
+}
+
+function backfillRefusal({ slots, limit, forced }: { slots: number; limit: number; forced: boolean }, surface: BackfillSurface): string {
+  const switches = BACKFILL_SWITCHES[surface];
+  if (forced) return `A backfill covers at most ${limit} slots even with ${switches.force} (this range has more); split the range.`;
+  return (
+    `This backfill covers ${slots > limit ? `more than ${limit}` : slots} slots, more than the ${limit} allowed without ${switches.force}: ` +
+    `check the range with a dry run (${switches.dryRun}), bound it with ${switches.max}, or force it with ${switches.force}.`
+  );
 }

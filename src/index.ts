@@ -107,7 +107,7 @@ export {
   UsageError,
   WorkerShutdownError,
 } from "./errors.js";
-export type { ErrorCode, ScheduleProblem, TickPhase } from "./errors.js";
+export type { BackfillSurface, ErrorCode, ScheduleProblem, TickPhase } from "./errors.js";
 export { ScheduleEntryError } from "./errors.js";
 export type { DynamicEntryInput } from "./schedule/dynamic-entry.js";
 export type {
