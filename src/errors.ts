@@ -61,7 +61,9 @@ export type DatabaseProblem =
   | "too_many_connections"
   | "server_unavailable"
   // cronledger's tables (or its schema) are gone from a database that had them: dropped, or the database made again empty
-  | "migration_required";
+  | "migration_required"
+  // the application's `db` (a transaction or database) is on another database than the ledger's
+  | "transaction_on_other_database";
 
 /** A database failure's cause and its fix (diagnoseDatabaseError in src/db/diagnose.ts). */
 export interface DatabaseDiagnosis {
@@ -118,6 +120,7 @@ export const ERROR_HTTP_STATUS: Readonly<Record<ErrorCode, number>> = {
   backfill_too_large: 400,
   migration_failed: 503,
   migration_required: 503,
+  transaction_on_other_database: 500,
   connection_refused: 503,
   host_not_found: 503,
   connection_timeout: 503,
@@ -584,6 +587,33 @@ export class MigrationRequiredError extends CronledgerError {
     this.foundVersion = details.foundVersion;
     this.requiredVersion = details.requiredVersion;
     this.missing = details.missing;
+  }
+}
+
+/**
+ * A `db` option (`enqueue`, `enqueueMany`, `ctx.enqueue`, `schedules.upsert`...)
+ * whose transaction or database is on another database than the ledger's:
+ * cronledger's tables are in the ledger's database only, so the write cannot
+ * go there, and the job could never commit with the business rows anyway.
+ */
+export class TransactionOnOtherDatabaseError extends CronledgerError {
+  /** The ledger's database, as `name` (`current_database()`) or its connection label. */
+  readonly ledgerDatabase: string;
+  /** The database the `db` option is on; null when it could not be read (the failed write aborted the transaction). */
+  readonly transactionDatabase: string | null;
+
+  constructor(details: { readonly ledgerDatabase: string; readonly transactionDatabase: string | null }, options?: { cause?: unknown }) {
+    const where = details.transactionDatabase === null ? "another database" : `database ${JSON.stringify(details.transactionDatabase)}`;
+    super(
+      "transaction_on_other_database",
+      `The \`db\` option is a transaction (or database) on ${where}, not on the ledger's database (${details.ledgerDatabase}), ` +
+        "where cronledger's tables are: a job written beside your rows must be written in their database. " +
+        "Point the ledger at the database your transaction uses (its URL as createCronledger's `database`, then `cronledger migrate` there), " +
+        "or leave out `db` to write on the ledger's own connection (the job then commits on its own, not with your transaction). Nothing was written.",
+      options,
+    );
+    this.ledgerDatabase = details.ledgerDatabase;
+    this.transactionDatabase = details.transactionDatabase;
   }
 }
 

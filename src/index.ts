@@ -98,6 +98,7 @@ export {
   LeaseLostError,
   MigrationError,
   MigrationRequiredError,
+  TransactionOnOtherDatabaseError,
   DatabaseUnavailableError,
   NonRetryableError,
   PayloadTooLargeError,

@@ -2,6 +2,7 @@ import type { StandardSchemaV1 } from "./standard-schema.js";
 import type { PayloadInput } from "./define-job.js";
 import type { Database } from "../db/connection.js";
 import { asExecutor, type Executor } from "../db/executor.js";
+import { onLedgerDatabase } from "../db/transaction-database.js";
 import type { EnqueuedJob, Enqueuer, EnqueueRequest, JobDefinition, JobReference } from "./define-job.js";
 import { enqueueJobs } from "./enqueue.js";
 import type { EnqueueManyOptions, EnqueueOptions } from "./enqueue-options.js";
@@ -42,6 +43,7 @@ export class JobEnqueuer implements Enqueuer {
   }
 
   private insert(requests: readonly EnqueueRequest[], db: Executor | undefined): Promise<EnqueuedJob[]> {
-    return enqueueJobs(this.executor(db), this.options.jobs, requests, this.options.maxPayloadBytes, this.options.tracing);
+    const executor = this.executor(db);
+    return onLedgerDatabase(this.options.database, executor, () => enqueueJobs(executor, this.options.jobs, requests, this.options.maxPayloadBytes, this.options.tracing));
   }
 }
