@@ -23,7 +23,7 @@ export { isStandardSchema } from "./jobs/standard-schema.js";
 export type { StandardSchemaV1 } from "./jobs/standard-schema.js";
 export { RETRY_CLASSES, retryDelayMs } from "./jobs/retry.js";
 export type { BackoffRetryPolicy, CustomRetryPolicy, RetryClass, RetryPolicy } from "./jobs/retry.js";
-export type { EnqueuedJob, EnqueueRequest } from "./jobs/define-job.js";
+export type { EnqueueArgs, EnqueuedJob, EnqueueRequest, EnqueueRequests, NamedEnqueueRequest, TypedEnqueueRequest } from "./jobs/define-job.js";
 export type { EnqueueOptions } from "./jobs/enqueue-options.js";
 export type { WorkSummary } from "./jobs/completion.js";
 export type { ReapReport, RetentionOptions } from "./operators/operations.js";
