@@ -1,4 +1,6 @@
+import { PGlite } from "@electric-sql/pglite";
 import { sql } from "drizzle-orm";
+import { drizzle as drizzlePglite } from "drizzle-orm/pglite";
 import { drizzle } from "drizzle-orm/postgres-js";
 import postgres from "postgres";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -126,5 +128,23 @@ describe("a db option on another database than the ledger's", () => {
     const unmigrated = openLedger(appDatabase.url);
     const error = await inAppTransaction((tx) => unmigrated.enqueue(notify, { orderId: 6 }, { db: tx }));
     expect(error).toBeInstanceOf(MigrationRequiredError);
+  });
+
+  it("on an embedded ledger (one transaction at a time) still says migrate, without asking the ledger beside the open transaction", async () => {
+    const pglite = new PGlite();
+    const embedded = createCronledger({ database: pglite, jobs: [notify], logger: silentLogger, metrics: false, chores: false });
+    try {
+      const local = drizzlePglite(pglite);
+      const refused = await local
+        .transaction((tx) => embedded.enqueue(notify, { orderId: 7 }, { db: tx }))
+        .then(
+          () => undefined,
+          (error: unknown) => error,
+        );
+      expect(refused).toBeInstanceOf(MigrationRequiredError);
+    } finally {
+      await embedded.close();
+      await pglite.close();
+    }
   });
 });

@@ -28,7 +28,8 @@ async function identityOf(executor: Executor): Promise<DatabaseIdentity | undefi
  * really missing) or when that cannot be told.
  */
 export async function otherDatabaseError(database: Database, executor: Executor, cause: unknown): Promise<TransactionOnOtherDatabaseError | undefined> {
-  if (executor === database.db) return undefined;
+  // An embedded ledger runs one transaction at a time: asking it beside the application's open transaction would wait forever.
+  if (executor === database.db || database.kind === "pglite") return undefined;
   const ledger = await identityOf(database.db);
   if (ledger === undefined) return undefined;
   const theirs = await identityOf(executor);
