@@ -2,7 +2,6 @@
 // each body is a few lines handing work to the Scheduler, the enqueuer, the Operations, a Worker or the Supervisor.
 import { randomUUID } from "node:crypto";
 import type { StandardSchemaV1 } from "./jobs/standard-schema.js";
-import type { PayloadInput } from "./jobs/define-job.js";
 import { createMetrics, type CronledgerMetrics } from "./admin/metrics.js";
 import { openDatabase, type Database } from "./db/connection.js";
 import { DatabaseHealth } from "./db/health.js";
@@ -12,8 +11,8 @@ import { ensureSchema } from "./db/schema-check.js";
 import { EntryNotFoundError, InvalidArgumentError } from "./errors.js";
 import { combineHooks, type CronledgerEvents, type TickReport } from "./events.js";
 import type { JobDefinition } from "./jobs/define-job.js";
-import type { EnqueuedJob, EnqueueRequest, JobReference } from "./jobs/define-job.js";
-import type { EnqueueManyOptions, EnqueueOptions } from "./jobs/enqueue-options.js";
+import type { EnqueueArgs, EnqueuedJob, EnqueueRequests, JobReference } from "./jobs/define-job.js";
+import type { EnqueueManyOptions } from "./jobs/enqueue-options.js";
 import { JobEnqueuer } from "./jobs/enqueuer.js";
 import { triggerIdempotencyKey } from "./jobs/trigger-key.js";
 import { jobRegistry } from "./jobs/registry.js";
@@ -172,13 +171,16 @@ export class Cronledger {
    * with `{ db: tx }` inside the application's drizzle transaction, so it
    * commits or rolls back with the business rows.
    */
-  async enqueue<S extends StandardSchemaV1>(job: JobReference<S>, payload?: PayloadInput<S>, options?: EnqueueOptions): Promise<EnqueuedJob> {
-    await this.ensureSchema(this.enqueuer.executor(options?.db));
-    return this.enqueuer.enqueue(job, payload, options);
+  async enqueue<S extends StandardSchemaV1>(job: JobReference<S>, ...args: EnqueueArgs<S>): Promise<EnqueuedJob> {
+    await this.ensureSchema(this.enqueuer.executor(args[1]?.db));
+    return this.enqueuer.enqueue(job, ...args);
   }
 
-  /** Validates every payload first, then inserts all jobs in one statement (`{ db: tx }`: in the application's transaction). */
-  async enqueueMany(requests: readonly EnqueueRequest[], options?: EnqueueManyOptions): Promise<EnqueuedJob[]> {
+  /**
+   * Validates every payload first, then inserts all jobs in one statement (`{ db: tx }`: in the application's transaction).
+   * Each request's payload is checked against its job's schema at compile time.
+   */
+  async enqueueMany<const R extends readonly object[]>(requests: EnqueueRequests<R>, options?: EnqueueManyOptions): Promise<EnqueuedJob[]> {
     await this.ensureSchema(this.enqueuer.executor(options?.db));
     return this.enqueuer.enqueueMany(requests, options);
   }

@@ -61,7 +61,9 @@ export type DatabaseProblem =
   | "too_many_connections"
   | "server_unavailable"
   // cronledger's tables (or its schema) are gone from a database that had them: dropped, or the database made again empty
-  | "migration_required";
+  | "migration_required"
+  // the application's `db` (a transaction or database) is on another database than the ledger's
+  | "transaction_on_other_database";
 
 /** A database failure's cause and its fix (diagnoseDatabaseError in src/db/diagnose.ts). */
 export interface DatabaseDiagnosis {
@@ -118,6 +120,7 @@ export const ERROR_HTTP_STATUS: Readonly<Record<ErrorCode, number>> = {
   backfill_too_large: 400,
   migration_failed: 503,
   migration_required: 503,
+  transaction_on_other_database: 500,
   connection_refused: 503,
   host_not_found: 503,
   connection_timeout: 503,
@@ -588,6 +591,33 @@ export class MigrationRequiredError extends CronledgerError {
 }
 
 /**
+ * A `db` option (`enqueue`, `enqueueMany`, `ctx.enqueue`, `schedules.upsert`...)
+ * whose transaction or database is on another database than the ledger's:
+ * cronledger's tables are in the ledger's database only, so the write cannot
+ * go there, and the job could never commit with the business rows anyway.
+ */
+export class TransactionOnOtherDatabaseError extends CronledgerError {
+  /** The ledger's database, as `name` (`current_database()`) or its connection label. */
+  readonly ledgerDatabase: string;
+  /** The database the `db` option is on; null when it could not be read (the failed write aborted the transaction). */
+  readonly transactionDatabase: string | null;
+
+  constructor(details: { readonly ledgerDatabase: string; readonly transactionDatabase: string | null }, options?: { cause?: unknown }) {
+    const where = details.transactionDatabase === null ? "another database" : `database ${JSON.stringify(details.transactionDatabase)}`;
+    super(
+      "transaction_on_other_database",
+      `The \`db\` option is a transaction (or database) on ${where}, not on the ledger's database (${details.ledgerDatabase}), ` +
+        "where cronledger's tables are: a job written beside your rows must be written in their database. " +
+        "Point the ledger at the database your transaction uses (its URL as createCronledger's `database`, then `cronledger migrate` there), " +
+        "or leave out `db` to write on the ledger's own connection (the job then commits on its own, not with your transaction). Nothing was written.",
+      options,
+    );
+    this.ledgerDatabase = details.ledgerDatabase;
+    this.transactionDatabase = details.transactionDatabase;
+  }
+}
+
+/**
  * The database cannot be reached or refuses cronledger, for a reason the
  * process cannot fix by itself: `code` names the cause (`connection_refused`,
  * `authentication_failed`, `database_not_found`...), the message says what to
@@ -620,12 +650,44 @@ export class EntryNotFoundError extends CronledgerError {
   }
 }
 
+/** Where a backfill was asked for: each names its switches its own way (`force: true`, `--force`, `"force": true`). */
+export type BackfillSurface = "api" | "cli" | "http";
+
+const BACKFILL_SWITCHES: Readonly<Record<BackfillSurface, { force: string; dryRun: string; max: string }>> = {
+  api: { force: "force: true", dryRun: "dryRun: true", max: "max (and latest: true)" },
+  cli: { force: "--force", dryRun: "--dry-run", max: "--max <n> (and --latest)" },
+  http: { force: '"force": true in the body', dryRun: '"dry_run": true', max: '"max" (and "latest": true)' },
+};
+
 /** A backfill that would enqueue more jobs than an operator should start by accident. */
 export class BackfillTooLargeError extends CronledgerError {
+  /** Slots the request would cover (the range's count stops just past `limit`). */
   readonly slots: number;
+  /** Slots allowed: the cap without force, the hard limit with it. */
+  readonly limit: number;
+  /** The request was forced already: only splitting the range helps. */
+  readonly forced: boolean;
+  readonly surface: BackfillSurface;
 
-  constructor(message: string, slots: number) {
-    super("backfill_too_large", message);
-    this.slots = slots;
+  constructor(details: { slots: number; limit: number; forced: boolean }, surface: BackfillSurface = "api") {
+    super("backfill_too_large", backfillRefusal(details, surface));
+    this.slots = details.slots;
+    this.limit = details.limit;
+    this.forced = details.forced;
+    this.surface = surface;
   }
+
+  /** The same refusal, worded with the switches of another surface (the CLI's flags, the HTTP body's fields). */
+  on(surface: BackfillSurface): BackfillTooLargeError {
+    return surface === this.surface ? this : new BackfillTooLargeError(this, surface);
+  }
+}
+
+function backfillRefusal({ slots, limit, forced }: { slots: number; limit: number; forced: boolean }, surface: BackfillSurface): string {
+  const switches = BACKFILL_SWITCHES[surface];
+  if (forced) return `A backfill covers at most ${limit} slots even with ${switches.force} (this range has more); split the range.`;
+  return (
+    `This backfill covers ${slots > limit ? `more than ${limit}` : slots} slots, more than the ${limit} allowed without ${switches.force}: ` +
+    `check the range with a dry run (${switches.dryRun}), bound it with ${switches.max}, or force it with ${switches.force}.`
+  );
 }

@@ -23,7 +23,7 @@ export { isStandardSchema } from "./jobs/standard-schema.js";
 export type { StandardSchemaV1 } from "./jobs/standard-schema.js";
 export { RETRY_CLASSES, retryDelayMs } from "./jobs/retry.js";
 export type { BackoffRetryPolicy, CustomRetryPolicy, RetryClass, RetryPolicy } from "./jobs/retry.js";
-export type { EnqueuedJob, EnqueueRequest } from "./jobs/define-job.js";
+export type { EnqueueArgs, EnqueuedJob, EnqueueRequest, EnqueueRequests, NamedEnqueueRequest, TypedEnqueueRequest } from "./jobs/define-job.js";
 export type { EnqueueOptions } from "./jobs/enqueue-options.js";
 export type { WorkSummary } from "./jobs/completion.js";
 export type { ReapReport, RetentionOptions } from "./operators/operations.js";
@@ -100,6 +100,7 @@ export {
   LeaseLostError,
   MigrationError,
   MigrationRequiredError,
+  TransactionOnOtherDatabaseError,
   DatabaseUnavailableError,
   NonRetryableError,
   PayloadTooLargeError,
@@ -109,7 +110,7 @@ export {
   UsageError,
   WorkerShutdownError,
 } from "./errors.js";
-export type { ErrorCode, ScheduleProblem, TickPhase } from "./errors.js";
+export type { BackfillSurface, ErrorCode, ScheduleProblem, TickPhase } from "./errors.js";
 export { ScheduleEntryError } from "./errors.js";
 export type { DynamicEntryInput } from "./schedule/dynamic-entry.js";
 export type {

@@ -13,11 +13,13 @@ const TRUNCATION_MARK = "… [truncated]";
 const MAX_SCANNED_LENGTH = MAX_REDACTED_LENGTH * 8;
 
 /**
- * A `name: value`, `name=value`, `"name": value` or `name {...}` pair. The
- * name is bounded and must start a word, so scanning stays linear; whether it
- * names a secret is decided by SECRET_NAME afterwards.
+ * A `name: value`, `name=value`, `"name": value`, `name {...}` or
+ * `name 'quoted'` pair (`signing secret 'c2Vj...'`, `token "..."`: prose
+ * quotes a value as often as it puts a colon before it). The name is bounded
+ * and must start a word, so scanning stays linear; whether it names a secret
+ * is decided by SECRET_NAME afterwards.
  */
-const NAMED_PAIR = /(?<![\w.-])(\\{0,8}["']?)([A-Za-z_][\w.-]{0,79})\1(?:\s*([:=])\s*|\s+(?=[{[]))/g;
+const NAMED_PAIR = /(?<![\w.-])(\\{0,8}["']?)([A-Za-z_][\w.-]{0,79})\1(?:\s*([:=])\s*|\s+(?=[{[])|[ \t]+(?=["']|\\{1,8}"))/g;
 
 // Matched against the whole name, lowercased: `db_password`, `X-Api-Key`, `githubToken`, `Set-Cookie`, `request.body`...
 const SECRET_NAME = new RegExp(
@@ -168,9 +170,10 @@ function redactNamedValues(text: string): string {
   NAMED_PAIR.lastIndex = 0;
   for (let match = NAMED_PAIR.exec(text); match !== null; match = NAMED_PAIR.exec(text)) {
     const name = (match[2] ?? "").toLowerCase();
-    const secret = isSecretName(name);
-    if (!secret && !KEY_NAME.test(name)) continue;
     const valueStart = match.index + match[0].length;
+    // In prose a bare `key "nightly-eu"` names an entry's key far more often than key material: only the latter goes.
+    const secret = isSecretName(name) && !(name === "key" && match[3] === undefined && text[valueStart] !== "{" && text[valueStart] !== "[");
+    if (!secret && !KEY_NAME.test(name)) continue;
     // `session-store.ts:42:11` in a stack trace is a file and its line, not a field.
     if (match[3] === ":" && FILE_LOCATION.test(text.slice(valueStart - 1, valueStart + 16))) continue;
     const first = text[valueStart];

@@ -79,6 +79,37 @@ describe("planning a backfill", () => {
     expect(() => planBackfill(everySecond, from, to, { max: BACKFILL_CAP + 1 })).toThrow(BackfillTooLargeError);
     expect(() => planBackfill(everySecond, to, from)).toThrow(InvalidArgumentError);
   });
+
+  it("refuses with the counts and names the switch of each surface: force: true, --force, \"force\": true", () => {
+    const everySecond = resolve("* * * * * *");
+    const from = at("09:00");
+    let refusal: unknown;
+    try {
+      planBackfill(everySecond, from, from + 3_599_000);
+    } catch (error) {
+      refusal = error;
+    }
+    if (!(refusal instanceof BackfillTooLargeError)) throw new Error(`expected a BackfillTooLargeError, got ${String(refusal)}`);
+    expect(refusal).toMatchObject({ code: "backfill_too_large", slots: BACKFILL_CAP + 1, limit: BACKFILL_CAP, forced: false });
+    expect(refusal.message).toContain("force it with force: true.");
+    expect(refusal.message).toContain("dry run (dryRun: true)");
+    expect(refusal.on("cli").message).toContain("force it with --force.");
+    expect(refusal.on("cli").message).toContain("dry run (--dry-run), bound it with --max <n> (and --latest)");
+    expect(refusal.on("cli")).toMatchObject({ code: "backfill_too_large", slots: BACKFILL_CAP + 1, limit: BACKFILL_CAP });
+    expect(refusal.on("http").message).toContain('force it with "force": true in the body.');
+    expect(refusal.on("http").message).toContain('dry run ("dry_run": true)');
+    // Beyond the hard limit forcing does not help: the message says to split the range.
+    const forced = (() => {
+      try {
+        planBackfill(everySecond, from, from + 100_000_000, { force: true });
+      } catch (error) {
+        return error;
+      }
+      return undefined;
+    })();
+    expect(forced).toMatchObject({ forced: true, limit: 100_000 });
+    expect((forced as BackfillTooLargeError).on("cli").message).toBe("A backfill covers at most 100000 slots even with --force (this range has more); split the range.");
+  });
 });
 
 describe("backfill against PostgreSQL", () => {
@@ -191,6 +222,20 @@ describe("backfill against PostgreSQL", () => {
     expect(await post("bf-report", range)).toMatchObject({ status: 200, body: { enqueued: 0, existing: 3 } });
     expect(await post("bf-reprot", range)).toMatchObject({ status: 404, body: { error: "entry_not_found" } });
     expect(await post("bf-report", { from: range.from })).toMatchObject({ status: 400, body: { error: "invalid_argument" } });
+    // Ten days of an every-10-minutes entry is 1,440 slots: the refusal names the body's field, not the API's option.
+    const tooLarge = await post("bf-report", { from: iso(at("08:00") - 10 * 24 * 60 * MINUTE), to: iso(at("08:00")) });
+    expect(tooLarge).toMatchObject({ status: 400, body: { error: "backfill_too_large" } });
+    expect(tooLarge.body["message"]).toContain('force it with "force": true in the body.');
+  });
+
+  it("refuses a too-large backfill naming --force on the CLI and force: true in the API", async () => {
+    const range = { from: iso(at("08:00") - 10 * 24 * 60 * MINUTE), to: iso(at("08:00")) };
+    await expect(ledger.backfill("bf-report", range)).rejects.toThrow(/force it with force: true\.$/);
+    const refused = await runCli(["backfill", "bf-report", "--from", range.from, "--to", range.to, "--config", CONFIG], { env: env() });
+    expect(refused.code).not.toBe(0);
+    expect(refused.stderr).toContain("backfill_too_large");
+    expect(refused.stderr).toContain("force it with --force.");
+    expect(refused.stderr).not.toContain("force: true");
   });
 
   it("names an unknown entry with a did-you-mean, and refuses instants without an offset", async () => {

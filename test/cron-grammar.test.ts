@@ -131,7 +131,7 @@ function readReference(expression: string): Meaning {
   const weekdays = new Set<number>();
   const lastWeekdays = new Set<number>();
   let nth = 0;
-  const nthMatch = /^([a-z0-9]+)#([1-5])$/i.exec(dow);
+  const nthMatch = /^([a-z0-9]+)#(0*[1-5])$/i.exec(dow);
   if (nthMatch) {
     weekdays.add(value(SPECS[5] as Field, nthMatch[1] ?? "") % 7);
     nth = Number(nthMatch[2]);
@@ -342,7 +342,7 @@ function field(f: GenField, badWeight: number): fc.Arbitrary<string> {
     { weight: 6, arbitrary: list },
   ];
   if (f.index === 5) {
-    const nth = fc.tuple(valueText(f), fc.integer({ min: 1, max: 5 })).map(([d, n]) => `${d}#${n}`);
+    const nth = fc.tuple(valueText(f), fc.integer({ min: 1, max: 5 }), fc.constantFrom("", "", "0", "00")).map(([d, n, zeros]) => `${d}#${zeros}${n}`);
     forms.push({ weight: 1, arbitrary: nth });
     forms.push({ weight: badWeight > 0 ? 1 : 0, arbitrary: fc.tuple(nth, goodItem(f)).map(([a, b]) => `${a},${b}`) });
   }

@@ -3,7 +3,7 @@ import { inspect } from "node:util";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { formatLogLine } from "../src/log.js";
-import { redact, redactError, redactFields } from "../src/redact.js";
+import { REDACTED, redact, redactError, redactFields } from "../src/redact.js";
 
 /**
  * Generated secrets (hex runs, base32, short base64 next to a secret-looking
@@ -96,6 +96,10 @@ const KEYED_FORMS: readonly ((value: string) => string)[] = [
   (v) => `signingKey: '${v}'`,
   (v) => `otp=${v}`,
   (v) => `\\"clientSecret\\":\\"${v}\\"`,
+  // A name, a space and a quoted value, as prose writes it.
+  (v) => `signing secret '${v}'`,
+  (v) => `token "${v}"`,
+  (v) => `rejected session '${v}' twice`,
 ];
 
 /** Base64 under 32 characters: 9 to 23 bytes, standard or URL alphabet, padded or not (README, "Redaction"). */
@@ -236,6 +240,24 @@ const kept = (r: Readable, text: string, secretText: string): string[] =>
   [r.uuid, r.jobId, r.timestamp, r.sqlstate, r.path, r.ledgerKey, r.shortSha, r.traceId, r.jobName].filter((part) => text.includes(part) && !secretText.includes(part));
 
 describe("redaction of generated secrets in realistic error text (property test)", () => {
+  it("redacts a secret's name followed by a space and a quoted value as it redacts `name: value`", () => {
+    const cases = [
+      { text: "webhook rejected: signing secret 'c2VjcmV0LXNpZ25pbmcta2V5' does not match", value: "c2VjcmV0LXNpZ25pbmcta2V5" },
+      { text: 'refresh failed with token "tok_live_9f2Kx81mQz" (expired)', value: "tok_live_9f2Kx81mQz" },
+      { text: 'bad password "correct horse battery staple" for user "ann"', value: "correct horse" },
+      { text: JSON.stringify({ error: 'api token "tok_live_9f2Kx81mQz" revoked' }), value: "tok_live_9f2Kx81mQz" },
+    ];
+    for (const { text, value } of cases) {
+      for (const [surface, output] of Object.entries(surfaces(text))) {
+        expect(output, `${surface} of ${text}`).not.toContain(value);
+        expect(output, `${surface} of ${text}`).toContain(REDACTED);
+      }
+    }
+    // The words around the value stay, and an entry's key quoted in prose is no secret.
+    expect(redact("signing secret 'c2VjcmV0LXNpZ25pbmcta2V5' does not match")).toBe("signing secret '[redacted]' does not match");
+    expect(redact('key "nightly" is a static entry\'s key')).toBe('key "nightly" is a static entry\'s key');
+  });
+
   it("leaves no generated secret on any surface and keeps what operators read", () => {
     const kinds = new Map<string, number>();
     fc.assert(

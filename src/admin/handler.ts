@@ -2,7 +2,7 @@
 // over 350 lines because the routes share the token check, the error mapping and the wire documents; the
 // page's markup lives in page.ts and its parts beside it.
 import { createHash, timingSafeEqual } from "node:crypto";
-import { ConfigError, CronledgerError, ERROR_HTTP_STATUS, InvalidArgumentError, InvalidFailureFilterError } from "../errors.js";
+import { BackfillTooLargeError, ConfigError, CronledgerError, ERROR_HTTP_STATUS, InvalidArgumentError, InvalidFailureFilterError } from "../errors.js";
 import type { ResolvedEntry } from "../schedule/validate.js";
 import type { FailureFilter, FailurePage } from "../operators/failures.js";
 import type { CancelRequest, CancelledJob, RetryingJob, RunningJob } from "../operators/operations.js";
@@ -342,7 +342,11 @@ export function createAdminHandler(ledger: AdminLedger, options: AdminHandlerOpt
     if (backfill) {
       if (method !== "POST") return problem(405, "method_not_allowed", "Use POST.", { allow: "POST" });
       if (crossSite(request)) return problem(403, "cross_site", "Cross-site requests cannot backfill entries.");
-      return json(200, backfillDocument(await ledger.backfill(decodeURIComponent(backfill[1] ?? ""), await backfillOptions(request))));
+      const result = await ledger.backfill(decodeURIComponent(backfill[1] ?? ""), await backfillOptions(request)).catch((error: unknown) => {
+        // The refusal names the body's "force": true, not the API's option or the CLI's flag.
+        throw error instanceof BackfillTooLargeError ? error.on("http") : error;
+      });
+      return json(200, backfillDocument(result));
     }
     return problem(404, "not_found", "No such admin route.");
   };

@@ -6,6 +6,7 @@ import { diagnoseDatabaseError } from "./diagnose.js";
 import { packagePath } from "../package-root.js";
 import { query, type Database } from "./connection.js";
 import type { Executor } from "./executor.js";
+import { otherDatabaseError } from "./transaction-database.js";
 
 /**
  * The schema check every entry point runs before it writes: does the
@@ -187,8 +188,11 @@ export function ensureSchema(database: Database, executor: Executor = database.d
   let pending = checked.get(database);
   if (pending === undefined) {
     pending = inspectSchema(executor).then(
-      (inspection) => {
+      async (inspection) => {
         if (inspection.missing.length === 0 && inspection.unpartitioned.length === 0) return;
+        // Read through the application's `db`: its tables may be missing only because it is on another database.
+        const elsewhere = await otherDatabaseError(database, executor, undefined);
+        if (elsewhere !== undefined) throw elsewhere;
         throw new MigrationRequiredError({
           database: database.label,
           foundVersion: inspection.foundVersion,

@@ -1,10 +1,9 @@
 import { BACKFILL_KEY_PREFIX } from "../keys.js";
 import type { StandardSchemaV1 } from "./standard-schema.js";
-import type { PayloadInput } from "./define-job.js";
 import { childLogger, type Logger } from "../log.js";
 import type { JobContext, JobDefinition, JobResult, JobSchedule } from "./define-job.js";
-import type { EnqueuedJob, Enqueuer, EnqueueRequest, JobReference } from "./define-job.js";
-import type { EnqueueManyOptions, EnqueueOptions } from "./enqueue-options.js";
+import type { EnqueueArgs, EnqueuedJob, Enqueuer, EnqueueRequests, JobReference } from "./define-job.js";
+import type { EnqueueManyOptions } from "./enqueue-options.js";
 import { parseTriggerKey } from "./trigger-key.js";
 
 export interface AttemptInput {
@@ -76,11 +75,11 @@ export class Attempt implements JobContext {
   }
 
   /** Enqueues a follow-up job; `{ db: tx }` writes it in the handler's own transaction. */
-  enqueue<S extends StandardSchemaV1>(job: JobReference<S>, payload?: PayloadInput<S>, options?: EnqueueOptions): Promise<EnqueuedJob> {
-    return this.services.enqueuer.enqueue(job, payload, options);
+  enqueue<S extends StandardSchemaV1>(job: JobReference<S>, ...args: EnqueueArgs<S>): Promise<EnqueuedJob> {
+    return this.services.enqueuer.enqueue(job, ...args);
   }
 
-  enqueueMany(requests: readonly EnqueueRequest[], options?: EnqueueManyOptions): Promise<EnqueuedJob[]> {
+  enqueueMany<const R extends readonly object[]>(requests: EnqueueRequests<R>, options?: EnqueueManyOptions): Promise<EnqueuedJob[]> {
     return this.services.enqueuer.enqueueMany(requests, options);
   }
 

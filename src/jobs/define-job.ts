@@ -198,11 +198,19 @@ export function storablePayload(
 
 // ---------------------------------------------------------------- what a handler and the application enqueue with
 
+/**
+ * What enqueue takes after the job: its payload, required when the job's
+ * schema requires one (`enqueue(job)` does not compile then), and the options.
+ */
+export type EnqueueArgs<S extends StandardSchemaV1> = undefined extends PayloadInput<S>
+  ? [payload?: PayloadInput<S>, options?: EnqueueOptions]
+  : [payload: PayloadInput<S>, options?: EnqueueOptions];
+
 /** What a handler and the application use to enqueue (`ctx.enqueue`, `ledger.enqueue`). */
 export interface Enqueuer {
-  enqueue<S extends StandardSchemaV1>(job: JobReference<S>, payload?: PayloadInput<S>, options?: EnqueueOptions): Promise<EnqueuedJob>;
-  /** Validates every payload first, then inserts all jobs in one statement. */
-  enqueueMany(requests: readonly EnqueueRequest[], options?: EnqueueManyOptions): Promise<EnqueuedJob[]>;
+  enqueue<S extends StandardSchemaV1>(job: JobReference<S>, ...args: EnqueueArgs<S>): Promise<EnqueuedJob>;
+  /** Validates every payload first, then inserts all jobs in one statement; each payload is checked against its job's schema at compile time. */
+  enqueueMany<const R extends readonly object[]>(requests: EnqueueRequests<R>, options?: EnqueueManyOptions): Promise<EnqueuedJob[]>;
 }
 
 export interface EnqueuedJob {
@@ -214,8 +222,27 @@ export interface EnqueuedJob {
 
 export type JobReference<S extends StandardSchemaV1 = StandardSchemaV1> = JobDefinition<S> | string;
 
+/** One job of `enqueueMany`, loosely typed: a job by definition or name, and any payload its schema takes. */
 export interface EnqueueRequest<S extends StandardSchemaV1 = StandardSchemaV1> {
   readonly job: JobReference<S>;
   readonly payload?: PayloadInput<S>;
   readonly options?: Omit<EnqueueOptions, "db">;
 }
+
+/** One job of `enqueueMany` by its definition: the payload has the schema's input type, and is required when the schema requires one. */
+export type TypedEnqueueRequest<S extends StandardSchemaV1 = StandardSchemaV1> = {
+  readonly job: JobDefinition<S>;
+  readonly options?: Omit<EnqueueOptions, "db">;
+} & (undefined extends PayloadInput<S> ? { readonly payload?: PayloadInput<S> } : { readonly payload: PayloadInput<S> });
+
+/** One job of `enqueueMany` by name: its payload is checked at run time, by the registered job's schema. */
+export interface NamedEnqueueRequest {
+  readonly job: string;
+  readonly payload?: unknown;
+  readonly options?: Omit<EnqueueOptions, "db">;
+}
+
+type CheckedRequest<R> = R extends { readonly job: JobDefinition<infer S> } ? TypedEnqueueRequest<S> : R extends { readonly job: string } ? NamedEnqueueRequest : EnqueueRequest;
+
+/** `enqueueMany`'s requests, each checked against its own job's payload schema (as defineSchedule checks entries). */
+export type EnqueueRequests<R extends readonly object[]> = R & { readonly [K in keyof R]: CheckedRequest<R[K]> };

@@ -1,10 +1,10 @@
 import type { StandardSchemaV1 } from "./standard-schema.js";
-import type { PayloadInput } from "./define-job.js";
 import type { Database } from "../db/connection.js";
 import { asExecutor, type Executor } from "../db/executor.js";
-import type { EnqueuedJob, Enqueuer, EnqueueRequest, JobDefinition, JobReference } from "./define-job.js";
+import { onLedgerDatabase } from "../db/transaction-database.js";
+import type { EnqueueArgs, EnqueuedJob, Enqueuer, EnqueueRequest, EnqueueRequests, JobDefinition, JobReference } from "./define-job.js";
 import { enqueueJobs } from "./enqueue.js";
-import type { EnqueueManyOptions, EnqueueOptions } from "./enqueue-options.js";
+import type { EnqueueManyOptions } from "./enqueue-options.js";
 import type { Tracing } from "../tracing.js";
 
 /**
@@ -26,14 +26,14 @@ export class JobEnqueuer implements Enqueuer {
     },
   ) {}
 
-  async enqueue<S extends StandardSchemaV1>(job: JobReference<S>, payload?: PayloadInput<S>, options: EnqueueOptions = {}): Promise<EnqueuedJob> {
+  async enqueue<S extends StandardSchemaV1>(job: JobReference<S>, ...[payload, options = {}]: EnqueueArgs<S>): Promise<EnqueuedJob> {
     const { db, ...rest } = options;
     const [result] = await this.insert([{ job: job as JobReference, payload, options: rest }], db);
     return result as EnqueuedJob;
   }
 
-  enqueueMany(requests: readonly EnqueueRequest[], options: EnqueueManyOptions = {}): Promise<EnqueuedJob[]> {
-    return this.insert(requests, options.db);
+  enqueueMany<const R extends readonly object[]>(requests: EnqueueRequests<R>, options: EnqueueManyOptions = {}): Promise<EnqueuedJob[]> {
+    return this.insert(requests as readonly object[] as readonly EnqueueRequest[], options.db);
   }
 
   /** Where a write goes: the application's database or transaction when given (checked), else cronledger's own. */
@@ -42,6 +42,7 @@ export class JobEnqueuer implements Enqueuer {
   }
 
   private insert(requests: readonly EnqueueRequest[], db: Executor | undefined): Promise<EnqueuedJob[]> {
-    return enqueueJobs(this.executor(db), this.options.jobs, requests, this.options.maxPayloadBytes, this.options.tracing);
+    const executor = this.executor(db);
+    return onLedgerDatabase(this.options.database, executor, () => enqueueJobs(executor, this.options.jobs, requests, this.options.maxPayloadBytes, this.options.tracing));
   }
 }

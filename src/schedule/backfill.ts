@@ -105,13 +105,7 @@ function countRange(entry: ResolvedEntry, fromMs: number, toMs: number, limit: n
 }
 
 function tooLarge(slots: number, force: boolean): BackfillTooLargeError {
-  return force
-    ? new BackfillTooLargeError(`A backfill covers at most ${BACKFILL_LIMIT} slots even with force (this range has more); split the range.`, slots)
-    : new BackfillTooLargeError(
-        `This backfill covers ${slots > BACKFILL_CAP ? `more than ${BACKFILL_CAP}` : slots} slots, more than the ${BACKFILL_CAP} allowed without force: ` +
-          "check the range with a dry run, bound it with max (and latest), or force it.",
-        slots,
-      );
+  return new BackfillTooLargeError({ slots, limit: force ? BACKFILL_LIMIT : BACKFILL_CAP, forced: force });
 }
 
 function offsetText(offsetMs: number): string {

@@ -82,9 +82,10 @@ function readNth(spec: FieldSpec, token: string, fail: (reason: string) => never
   if (day === "*" || day === "?") {
     fail(`counts "${day}" with #, but # counts one weekday (1#2 = second Monday); write the weekday before #, or days 8-14 in the day-of-month field for "the second week".`);
   }
-  if (rest.length > 0 || !/^[1-5]$/.test(nth)) fail("needs d#n with n from 1 to 5 (1#2 = second Monday, 5#5 = fifth Friday when the month has one).");
+  // Leading zeros are fine here as in every other number of the expression (`1#02` is `1#2`).
+  if (rest.length > 0 || !/^0*[1-5]$/.test(nth)) fail("needs d#n with n from 1 to 5 (1#2 = second Monday, 5#5 = fifth Friday when the month has one).");
   try {
-    return `${readValue(spec, day, "a weekday before #")}#${nth}`;
+    return `${readValue(spec, day, "a weekday before #")}#${Number(nth)}`;
   } catch (error) {
     if (error instanceof GrammarError) return fail(error.message);
     throw error;

@@ -1,5 +1,6 @@
 import type { Database } from "../db/connection.js";
 import { asExecutor, type Executor } from "../db/executor.js";
+import { onLedgerDatabase } from "../db/transaction-database.js";
 import {
   countDynamicOrphans,
   dynamicCounts,
@@ -133,7 +134,9 @@ export class Schedules {
     );
     const executor = this.executor(options.db);
     await deps.ready(executor);
-    return upsertDynamic(executor, { namespace: deps.namespace, ledgerNamespace: this.ledgerNamespace, now: options.now ?? null }, rows);
+    return onLedgerDatabase(deps.database, executor, () =>
+      upsertDynamic(executor, { namespace: deps.namespace, ledgerNamespace: this.ledgerNamespace, now: options.now ?? null }, rows),
+    );
   }
 
   /**
@@ -150,10 +153,12 @@ export class Schedules {
     for (const key of keys) this.checkKey(key);
     const executor = this.executor(options.db);
     await this.deps.ready(executor);
-    return removeDynamic(
-      executor,
-      this.deps.namespace,
-      keys.map((key) => ({ key, ledgerKey: dynamicLedgerKey(this.deps.namespace, key) })),
+    return onLedgerDatabase(this.deps.database, executor, () =>
+      removeDynamic(
+        executor,
+        this.deps.namespace,
+        keys.map((key) => ({ key, ledgerKey: dynamicLedgerKey(this.deps.namespace, key) })),
+      ),
     );
   }
 

@@ -1,3 +1,4 @@
+import { BackfillTooLargeError } from "../../errors.js";
 import type { BackfillResult } from "../../schedule/backfill.js";
 import { backfillDocument } from "../../wire/backfill.js";
 import { UsageError } from "../args.js";
@@ -70,6 +71,9 @@ export const backfill: Command = {
         latest: args.boolean("latest"),
         force: args.boolean("force"),
         ...(max === undefined ? {} : { max }),
+      }).catch((error: unknown) => {
+        // The refusal names the switch to use here: --force, not the API's force: true.
+        throw error instanceof BackfillTooLargeError ? error.on("cli") : error;
       });
       if (args.boolean("json")) io.stdout(JSON.stringify(backfillDocument(result), null, 2));
       else for (const line of describe(result)) io.stdout(line);
