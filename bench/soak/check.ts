@@ -5,10 +5,11 @@
 // - enqueue-terminal: every acknowledged enqueue is one job that ended (succeeded, or failed/cancelled: its ticket);
 // - job-row-once: no job is in the queue and the history, or twice in the history;
 // - effect-explained: every side effect belongs to an attempt the database recorded (attempt <= the job's attempts);
-// - effect-once: no attempt wrote its side effect twice;
+// - effect-once: no process wrote one attempt's side effect twice;
+// - attempt-run-once: no attempt ran in two processes but where a record, a kill or a server crash explains it;
 // - success-has-effect: a succeeded job's last attempt did end well in a handler;
 // - completed-not-rerun: an attempt that ended well is the job's last one, or its result is on record
-//   (superseded_attempts), or its process was killed before it could write it;
+//   (superseded_attempts), or its process was killed (or the server crashed) before it could be written;
 // - slot-once / slot-missing: each slot of each entry has one row, none missing outside an all-down period;
 // - overlap-<policy>: runs of a skip, buffer_one or cancel_other entry never overlap, but where a fault took one's
 //   lease (its replica killed, cut off, slowed or its server restarted while it ran);
@@ -35,6 +36,8 @@ export interface CheckInput {
   readonly impaired: readonly (readonly Interval[])[];
   /** When the server was down (stopped, until started again). */
   readonly serverDown: readonly Interval[];
+  /** When the server was stopped in immediate mode (a crash: unflushed commits are lost). */
+  readonly serverCrashes: readonly number[];
   /** Processes the orchestrator SIGKILLed, by pid, and when. */
   readonly killed: ReadonlyMap<number, number>;
   /** Replica processes that ended without being killed, or did not stop on SIGTERM. */
@@ -57,6 +60,11 @@ interface JobRow {
 /** After an all-down period, how long until the replicas are back at their slots (reconnect backoff, the lease). */
 const RECOVERY_MS = 10_000;
 const TERMINAL = new Set(["succeeded", "failed", "cancelled"]);
+/**
+ * Claims and completions commit without waiting for their WAL flush (docs/decisions.md): a server crash loses
+ * the last few hundred milliseconds of them. A run this close before a crash may have lost its claim or its result.
+ */
+const CRASH_LOSES_MS = 5_000;
 
 const overlaps = (a: Interval, b: Interval) => a.from < b.to && b.from < a.to;
 
@@ -115,23 +123,53 @@ function checkOverlap(input: CheckInput, job: string, overlap: Overlap, violatio
   }
 }
 
-function checkEffects(input: CheckInput, jobs: ReadonlyMap<number, JobRow>, superseded: ReadonlySet<string>, violations: Violation[]): void {
+/** The process id in a worker's id (`host:pid:random`). */
+const pidOf = (worker: string) => Number(worker.split(":").at(-2));
+
+/**
+ * Runs of one attempt by two processes: the claim commits without waiting for its WAL flush (docs/decisions.md),
+ * so a server crash can lose it and the job is claimed again at the same attempt, as documented (at least once).
+ * Each run but one must be explained: its result on record (superseded_attempts, by worker), its process killed,
+ * or a server crash while they ran.
+ */
+function checkAttemptRuns(input: CheckInput, runs: readonly Effect[], recorded: ReadonlySet<string>, starts: ReadonlyMap<string, number>, violations: Violation[]): void {
+  const first = runs[0] as Effect;
+  const from = Math.min(...runs.map((run) => starts.get(`${run.id}:${run.attempt}:${run.pid}`) ?? run.t));
+  const to = Math.max(...runs.map((run) => run.t)) + CRASH_LOSES_MS;
+  if (input.serverCrashes.some((at) => from <= at && at <= to)) return;
+  const unexplained = runs.filter((run) => !recorded.has(`${run.id}:${run.attempt}:${run.pid}`) && !input.killed.has(run.pid));
+  if (unexplained.length > 1) {
+    violations.push({ check: "attempt-run-once", detail: `${first.job} job ${first.id} attempt ${first.attempt} ran in ${runs.length} processes (${runs.map((run) => run.pid).join(", ")}) with no record of why` });
+  }
+}
+
+function checkEffects(input: CheckInput, jobs: ReadonlyMap<number, JobRow>, recorded: ReadonlySet<string>, violations: Violation[]): void {
   const ends = new Map<string, Effect[]>();
+  const starts = new Map<string, number>();
   for (const effect of input.effects) {
-    if (effect.e !== "end") continue;
+    if (effect.e === "start") {
+      starts.set(`${effect.id}:${effect.attempt}:${effect.pid}`, effect.t);
+      continue;
+    }
     const key = `${effect.id}:${effect.attempt}`;
     ends.set(key, [...(ends.get(key) ?? []), effect]);
   }
+  const superseded = new Set([...recorded].map((key) => key.split(":").slice(0, 2).join(":")));
   for (const [key, list] of ends) {
     const first = list[0] as Effect;
     const job = jobs.get(first.id);
-    if (list.length > 1) violations.push({ check: "effect-once", detail: `${first.job} job ${first.id} attempt ${first.attempt} wrote its side effect ${list.length} times` });
+    const byPid = new Map<number, Effect[]>();
+    for (const effect of list) byPid.set(effect.pid, [...(byPid.get(effect.pid) ?? []), effect]);
+    for (const [pid, mine] of byPid) {
+      if (mine.length > 1) violations.push({ check: "effect-once", detail: `${first.job} job ${first.id} attempt ${first.attempt} wrote its side effect ${mine.length} times in process ${pid}` });
+    }
+    if (byPid.size > 1) checkAttemptRuns(input, [...byPid.values()].map((mine) => mine[0] as Effect), recorded, starts, violations);
     if (!job || first.attempt > job.attempts) {
       if (!superseded.has(key)) violations.push({ check: "effect-explained", detail: `${first.job} job ${first.id} attempt ${first.attempt}: a side effect the database has no attempt for (${job ? `attempts ${job.attempts}` : "no such job"})` });
       continue;
     }
-    const wasKilled = list.some((effect) => input.killed.has(effect.pid));
-    if (first.ok && first.attempt < job.attempts && !superseded.has(key) && !wasKilled) {
+    const excused = list.some((effect) => input.killed.has(effect.pid)) || input.serverCrashes.some((at) => first.t <= at && at <= first.t + CRASH_LOSES_MS);
+    if (first.ok && first.attempt < job.attempts && !superseded.has(key) && !excused) {
       violations.push({ check: "completed-not-rerun", detail: `${first.job} job ${first.id}: attempt ${first.attempt} ended well, yet the job ran again (attempts ${job.attempts}) with no record of that result` });
     }
   }
@@ -165,7 +203,11 @@ export async function check(input: CheckInput): Promise<Violation[]> {
     union all
     select id::float8, job_name, status, attempts, idempotency_key,
       (extract(epoch from scheduled_for) * 1000)::float8, false from cronledger.job_history`;
-  const superseded = new Set((await input.sql<{ key: string }[]>`select job_id || ':' || attempt as key from cronledger.superseded_attempts`).map((row) => row.key));
+  const recorded = new Set(
+    (await input.sql<{ id: number; attempt: number; worker: string }[]>`select job_id::float8 as id, attempt, worker from cronledger.superseded_attempts`).map(
+      (row) => `${row.id}:${row.attempt}:${pidOf(row.worker)}`,
+    ),
+  );
   const jobs = new Map<number, JobRow>();
   for (const row of rows) {
     if (jobs.has(row.id)) violations.push({ check: "job-row-once", detail: `job ${row.id} (${row.job_name}) has two rows` });
@@ -176,7 +218,7 @@ export async function check(input: CheckInput): Promise<Violation[]> {
     if (!job || job.idempotency_key !== ack.key) violations.push({ check: "enqueue-terminal", detail: `acknowledged enqueue ${ack.key} (job ${ack.id}) has no job row` });
     else if (!TERMINAL.has(job.status)) violations.push({ check: "enqueue-terminal", detail: `acknowledged enqueue ${ack.key} (job ${ack.id}) is still ${job.status} after the drain` });
   }
-  checkEffects(input, jobs, superseded, violations);
+  checkEffects(input, jobs, recorded, violations);
   checkSlots(input, rows, violations);
   for (const { job, overlap } of OVERLAP_ENTRIES) if (overlap !== "allow_all") checkOverlap(input, job, overlap, violations);
   for (const death of input.deaths) violations.push({ check: "process-died", detail: death });

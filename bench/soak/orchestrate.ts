@@ -94,6 +94,7 @@ class Soak {
   readonly replicas: Replica[] = [];
   readonly impaired: Interval[][];
   readonly serverDown: Interval[] = [];
+  readonly serverCrashes: number[] = [];
   readonly killed = new Map<number, number>();
   readonly deaths: string[] = [];
   readonly applied = Object.fromEntries(FAULT_KINDS.map((kind) => [kind, 0])) as Record<FaultKind, number>;
@@ -165,6 +166,7 @@ class Soak {
   async restartServer(mode: "fast" | "immediate", downMs: number): Promise<void> {
     const from = Date.now();
     await this.cluster.stop(mode);
+    if (mode === "immediate") this.serverCrashes.push(Date.now());
     await sleep(downMs);
     await this.cluster.start();
     this.serverDown.push({ from, to: Date.now() });
@@ -252,7 +254,7 @@ function table(soak: Soak, violations: readonly Violation[]): string {
   const checks = new Map<string, number>();
   for (const violation of violations) checks.set(violation.check, (checks.get(violation.check) ?? 0) + 1);
   const lines = [
-    "| fault        | planned | injected |",
+    "| fault        | events  | injected |",
     "|--------------|---------|----------|",
     ...rows,
     "",
@@ -322,6 +324,7 @@ async function main(): Promise<number> {
       acks: soak.acks,
       impaired: soak.impaired,
       serverDown: soak.serverDown,
+      serverCrashes: soak.serverCrashes,
       killed: soak.killed,
       deaths: soak.deaths,
       unstopped,
