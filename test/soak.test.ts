@@ -1,3 +1,4 @@
+import { rmSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { FAULT_KINDS } from "../bench/soak/plan.js";
@@ -24,6 +25,9 @@ interface SoakResult {
 
 async function soak(args: readonly string[]): Promise<{ finished: Finished; result: SoakResult }> {
   const finished = await watch(process.execPath, ["--import", "tsx", ORCHESTRATE, "--replicas", "2", "--json", ...args]).exited;
+  // A run with violations keeps its logs for whoever replays it; here the assertions below say what they were.
+  const kept = /^logs kept in (\S+)$/m.exec(finished.stdout)?.[1];
+  if (kept !== undefined) rmSync(kept, { recursive: true, force: true });
   const json = finished.stdout.split("\n").find((line) => line.startsWith('{"seed"'));
   if (json === undefined) throw new Error(`the soak printed no result (code ${finished.code}):\n${finished.stdout}\n${finished.stderr.slice(-4_000)}`);
   return { finished, result: JSON.parse(json) as SoakResult };
