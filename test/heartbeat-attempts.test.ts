@@ -4,7 +4,11 @@ import { createCronledger, type Cronledger } from "../src/cronledger.js";
 import { query } from "../src/db/executor.js";
 import { DatabaseHealth } from "../src/db/health.js";
 import { heartbeatJobs, type HeldAttempt } from "../src/db/sql/jobs.js";
+import { defineJob } from "../src/jobs/define-job.js";
 import { Heartbeats } from "../src/jobs/heartbeats.js";
+import { resolveWorkOptions } from "../src/jobs/work-options.js";
+import { Worker } from "../src/jobs/worker.js";
+import type { WorkerDependencies } from "../src/jobs/worker-deps.js";
 import { silentLogger } from "../src/log.js";
 import { useTestDatabase } from "./support/database.js";
 
@@ -58,4 +62,68 @@ describe("heartbeats report lost attempts, not lost jobs", () => {
     const id = await runningJob(2);
     expect(await beat([{ id, attempt: 2 }])).toEqual([]);
   });
+
+  it("leaves running the retry this worker claimed while a beat for the failed attempt was out", async () => {
+    let jobId = 0;
+    let beatOut!: () => void;
+    const beatIsOut = new Promise<void>((resolve) => (beatOut = resolve));
+    let releaseBeat!: () => void;
+    const beatReleased = new Promise<void>((resolve) => (releaseBeat = resolve));
+    let secondStarted!: () => void;
+    const secondRuns = new Promise<void>((resolve) => (secondStarted = resolve));
+    let finishSecond!: () => void;
+    const secondMayEnd = new Promise<void>((resolve) => (finishSecond = resolve));
+    let secondAborted = false;
+    const job = defineJob({
+      name: "beat.retry",
+      retry: { maxAttempts: 2, baseMs: 0, capMs: 0, jitter: 0 },
+      run: async (_payload, ctx) => {
+        // Attempt 1 fails once a beat that holds it is on its way; attempt 2 runs until the test lets it end.
+        if (ctx.attempt === 1) {
+          await beatIsOut;
+          throw new Error("first attempt fails");
+        }
+        ctx.signal.addEventListener("abort", () => (secondAborted = true));
+        secondStarted();
+        await secondMayEnd;
+      },
+    });
+    const own = createCronledger({ database: { url: database.url, poolSize: 4 }, jobs: [job], chores: false, logger: silentLogger, metrics: false });
+    // The worker's own parts, with its heartbeat held back while it carries attempt 1 of the job: the beat is "out".
+    const parts = (own as unknown as { workerParts: WorkerDependencies }).workerParts;
+    const worker = new Worker(
+      {
+        ...parts,
+        store: {
+          ...parts.store,
+          heartbeat: async (registration, held) => {
+            if (held.some((attempt) => attempt.id === jobId && attempt.attempt === 1)) {
+              beatOut();
+              await beatReleased;
+            }
+            return parts.store.heartbeat(registration, held);
+          },
+        },
+      },
+      { ...resolveWorkOptions({ concurrency: 1 }), once: false, queues: ["default"], leaseMs: 1_500, namespace: "default" },
+    );
+    try {
+      jobId = (await own.enqueue(job)).id;
+      const running = worker.run();
+      await secondRuns;
+      // The beat for attempt 1 answers now: attempt 1 is no longer held anywhere, attempt 2 runs here.
+      releaseBeat();
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      expect(secondAborted).toBe(false);
+      finishSecond();
+      await worker.stop();
+      await running;
+      const [row] = await query<{ status: string; attempts: number }>(own.database.db, sql`select status, attempts from cronledger.jobs where id = ${jobId}`);
+      expect(row).toEqual({ status: "succeeded", attempts: 2 });
+    } finally {
+      finishSecond();
+      releaseBeat();
+      await own.close();
+    }
+  }, 30_000);
 });
