@@ -2,6 +2,7 @@ import { sql } from "drizzle-orm";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { DatabaseUnavailableError, MigrationRequiredError } from "../errors.js";
+import { hasTransientCode, isCancelled } from "../error-chain.js";
 import { diagnoseDatabaseError } from "./diagnose.js";
 import { packagePath } from "../package-root.js";
 import { query, type Database } from "./connection.js";
@@ -175,9 +176,37 @@ export async function inspectSchema(executor: Executor, all: readonly SchemaVers
 
 const checked = new WeakMap<Database, Promise<void>>();
 
+/** Waits between the check's attempts: a statement's bad luck passes within them, an absent server does not. */
+const CHECK_RETRY_DELAYS_MS = [200, 1_000];
+
+/**
+ * A check that a server which is there cut short: the statement cancelled (57014), a conflict (40001, 40P01), the
+ * backend terminated or the connection dropped mid-statement. Not a server nobody answers for (refused, unknown host,
+ * timed out, wrong password): that fails `start()` at once, as decided (docs/decisions.md).
+ */
+function isStatementMishap(error: unknown): boolean {
+  if (!isCancelled(error) && !hasTransientCode(error)) return false;
+  const diagnosis = diagnoseDatabaseError(error);
+  return diagnosis === undefined || (!diagnosis.persistent && diagnosis.problem === "server_unavailable");
+}
+
+/** inspectSchema, again after a statement's mishap (a fault soak killed a replica with one 57014 here). */
+async function inspectPatiently(executor: Executor): Promise<SchemaInspection> {
+  for (let attempt = 0; ; attempt += 1) {
+    try {
+      return await inspectSchema(executor);
+    } catch (error) {
+      const delay = CHECK_RETRY_DELAYS_MS[attempt];
+      if (delay === undefined || !isStatementMishap(error)) throw error;
+      await new Promise((resolve) => setTimeout(resolve, delay));
+    }
+  }
+}
+
 /**
  * Throws MigrationRequiredError unless the database has everything this
- * version of cronledger needs. One catalog statement, once per Database
+ * version of cronledger needs. One catalog statement (tried up to three times
+ * over about a second when a reachable server cancels or ends it), once per Database
  * (memoized; a failure is not, so a process retries after a migration).
  * `executor`: where to read the catalog, default the database itself; the
  * application's transaction when the first write is an enqueue inside it
@@ -187,7 +216,7 @@ const checked = new WeakMap<Database, Promise<void>>();
 export function ensureSchema(database: Database, executor: Executor = database.db): Promise<void> {
   let pending = checked.get(database);
   if (pending === undefined) {
-    pending = inspectSchema(executor).then(
+    pending = inspectPatiently(executor).then(
       async (inspection) => {
         if (inspection.missing.length === 0 && inspection.unpartitioned.length === 0) return;
         // Read through the application's `db`: its tables may be missing only because it is on another database.

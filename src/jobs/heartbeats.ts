@@ -9,8 +9,12 @@ export interface HeartbeatHost {
   held(): HeldAttempt[];
   /** Refreshes their heartbeats; resolves with the ids this worker still holds and the stop requests on them. */
   beat(held: readonly HeldAttempt[]): Promise<HeartbeatAnswer>;
-  /** Jobs another attempt holds now, or that ended meanwhile (the reaper took them back and someone claimed them). */
-  lost(ids: readonly number[]): void;
+  /**
+   * Attempts another attempt supersedes now, or that ended meanwhile (the reaper took them back and someone claimed
+   * them). By job and attempt, not by job alone: while the beat was out, this worker may have claimed the job's next
+   * attempt itself (a retry), which the beat's answer for the earlier attempt says nothing about.
+   */
+  lost(attempts: readonly HeldAttempt[]): void;
   /** Held jobs an operator asked to stop (the fallback for a missed NOTIFY; the worker ignores repeats). */
   stopRequested(requests: readonly StopRequest[]): void;
   /** The database's health tracker: a lost connection is logged there, once per outage. */
@@ -64,7 +68,7 @@ export class Heartbeats {
       this.host.logger.info("took back jobs the reaper had returned to the queue while the database was out of reach; they run on here", { jobIds: answer.retaken });
     }
     // A job the reaper ended for this attempt's lapsed lease runs on: its result replaces that verdict.
-    const lost = held.filter(({ id }) => !answer.alive.has(id) && !answer.reapedHere.has(id)).map(({ id }) => id);
+    const lost = held.filter(({ id }) => !answer.alive.has(id) && !answer.reapedHere.has(id));
     if (lost.length > 0) this.host.lost(lost);
     if (answer.stops.length > 0) this.host.stopRequested(answer.stops);
     return true;

@@ -181,7 +181,7 @@ export class Worker {
       {
         held: () => this.held(),
         beat: (held) => deps.store.heartbeat(this.registration, held),
-        lost: (ids) => this.lost(ids),
+        lost: (attempts) => this.lost(attempts),
         stopRequested: (requests) => this.stops.apply(requests, this.active),
         health: deps.health,
         logger: this.log,
@@ -622,16 +622,21 @@ export class Worker {
     }
   }
 
-  /** Jobs another attempt holds now (the reaper took them back and someone claimed them): running ones are aborted, buffered ones dropped. */
-  private lost(ids: readonly number[]): void {
-    for (const id of ids) {
+  /**
+   * Attempts another attempt holds now (the reaper took them back and someone claimed them): running ones are aborted,
+   * buffered ones dropped. Only that attempt: a later attempt of the same job this worker claimed since (a retry
+   * claimed while the beat was out) is its own, and runs on.
+   */
+  private lost(attempts: readonly HeldAttempt[]): void {
+    for (const { id, attempt } of attempts) {
       const active = this.active.get(id);
       if (active) {
-        this.log.warn("a running job was reaped (stale heartbeat) and claimed by another attempt; aborting it here", { jobId: id, job: active.job.jobName });
+        if (active.job.attempts !== attempt) continue;
+        this.log.warn("a running job was reaped (stale heartbeat) and claimed by another attempt; aborting it here", { jobId: id, job: active.job.jobName, attempt });
         active.attempt.abort(new LeaseLostError(id));
         continue;
       }
-      const index = this.buffer.findIndex((job) => job.id === id);
+      const index = this.buffer.findIndex((job) => job.id === id && job.attempts === attempt);
       if (index >= 0) this.buffer.splice(index, 1);
     }
   }
