@@ -45,7 +45,7 @@ export type { SkipReason, SlotOutcome, TickReport } from "./events.js";
 export type { TickOptions } from "./schedule/pass.js";
 export type { AttemptStatus, CronledgerEvents, CronledgerHooks } from "./events.js";
 export { createAdminHandler, MIN_TOKEN_LENGTH } from "./admin/handler.js";
-export type { AdminHandler, AdminHandlerOptions, AdminLedger } from "./admin/handler.js";
+export type { AdminHandler, AdminHandlerOptions, AdminLedger, AdminRequestContext } from "./admin/handler.js";
 export { startAdminServer } from "./admin/server.js";
 export { toNodeListener } from "./admin/node-listener.js";
 export type { NodeListener, NodeListenerOptions } from "./admin/node-listener.js";

@@ -21,8 +21,22 @@ import { PAGE_ENTRIES, PAGE_SCRIPT_HASH, renderSchedulePage, STYLE } from "./pag
 import { renderStopConfirmation } from "./page-running.js";
 import { unquarantinedDocument } from "../wire/commands.js";
 import { unquarantinedNotice } from "./page-quarantine.js";
+import { withParsedBody, type ParsedBody } from "./parsed-body.js";
 
-export type AdminHandler = (request: Request) => Promise<Response>;
+/**
+ * What a framework knows of a request beyond the Request itself: the body its
+ * body parser already read (a Hono middleware that called `c.req.json()`),
+ * which the admin routes then take instead of the spent stream.
+ */
+export interface AdminRequestContext {
+  readonly body?: ParsedBody;
+}
+
+/**
+ * The second argument is optional and only read for a `body`: Hono's `mount`
+ * passes its env there, which has none.
+ */
+export type AdminHandler = (request: Request, context?: AdminRequestContext) => Promise<Response>;
 
 /** What the admin endpoints need of a ledger; a Cronledger has all of it, and so may anything else that is to be served. */
 export interface AdminLedger extends EntryActionsLedger {
@@ -347,7 +361,8 @@ export function createAdminHandler(ledger: AdminLedger, options: AdminHandlerOpt
     return problem(404, "not_found", "No such admin route.");
   };
 
-  return async (request) => {
+  return async (received, context) => {
+    const request = requestToRoute(received, context);
     const url = new URL(request.url);
     const path = routeOf(url.pathname);
     // Not an admin path, so no challenge: a handler that is an app's fallback must not make browsers prompt on the app's pages.
@@ -357,6 +372,13 @@ export function createAdminHandler(ledger: AdminLedger, options: AdminHandlerOpt
       // With or without the trailing slash (which then redirects): otherwise a browser shows the 401 instead of asking.
       const challenge = path === "/admin/scheduler" || path === "/admin/scheduler/" ? `Basic ${REALM}, charset="UTF-8"` : `Bearer ${REALM}`;
       return problem(401, "unauthorized", "Send the admin token as `Authorization: Bearer <token>`.", { "www-authenticate": challenge });
+    }
+    if (request.bodyUsed) {
+      return problem(
+        400,
+        "body_already_read",
+        "A body parser read this request's body before the admin routes: pass what it parsed, handler(request, { body }) (the README's admin routes show it for each framework).",
+      );
     }
     try {
       return await route(request, path, url.searchParams);
@@ -368,6 +390,13 @@ export function createAdminHandler(ledger: AdminLedger, options: AdminHandlerOpt
       return problem(500, "internal_error", "The request failed; the server log has the details.");
     }
   };
+}
+
+/** The request the routes read: with the body a framework already parsed in place of its spent stream. */
+function requestToRoute(request: Request, context: AdminRequestContext | undefined): Request {
+  const body: unknown = typeof context === "object" && context !== null && "body" in context ? context.body : undefined;
+  if (body === undefined || request.method !== "POST") return request;
+  return withParsedBody(request, body);
 }
 
 /**
