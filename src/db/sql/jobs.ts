@@ -78,9 +78,12 @@ export interface InsertedJob {
  * and two inserts of the same key wait on each other's key row, not on a
  * read that a concurrent finish could slip past. Each queue that gained
  * rows is notified once, on commit. Enqueue, the tick's pass and the retry
- * of a failure all insert through it.
+ * of a failure all insert through it. `guardKey`, an expression over the
+ * rows (default their idempotency_key), is what job_keys holds: a run-now
+ * guards its request key while its job keeps the key that says who asked
+ * (src/jobs/trigger-key.ts).
  */
-export function jobInsertCtes(select: SQL): SQL {
+export function jobInsertCtes(select: SQL, guardKey: SQL = sql`idempotency_key`): SQL {
   const q = jobQueue;
   const columns = [q.jobName, q.queue, q.payload, q.priority, q.runAt, q.maxAttempts, q.idempotencyKey, q.scheduleKey, q.scheduledFor, q.retryPolicy, q.traceContext];
   const list = sql.join(
@@ -92,7 +95,7 @@ export function jobInsertCtes(select: SQL): SQL {
       select nextval(${JOB_ID_SEQUENCE}::regclass) as id, s.* from (${select}) as s(${list})
     ), keyed as (
       insert into ${jobKeys} (${name(jobKeys.jobName)}, ${name(jobKeys.idempotencyKey)}, ${name(jobKeys.jobId)})
-      select job_name, idempotency_key, id from new_jobs where idempotency_key is not null
+      select job_name, ${guardKey}, id from new_jobs where idempotency_key is not null
       on conflict do nothing
       returning ${jobKeys.jobId} as id
     ), ${JOB_INSERT.inserted} as (
