@@ -22,6 +22,7 @@ import { renderStopConfirmation } from "./page-running.js";
 import { unquarantinedDocument } from "../wire/commands.js";
 import { unquarantinedNotice } from "./page-quarantine.js";
 import { withParsedBody, type ParsedBody } from "./parsed-body.js";
+import { documentHead } from "./html.js";
 
 /**
  * What a framework knows of a request beyond the Request itself: the body its
@@ -367,12 +368,7 @@ export function createAdminHandler(ledger: AdminLedger, options: AdminHandlerOpt
     const path = routeOf(url.pathname);
     // Not an admin path, so no challenge: a handler that is an app's fallback must not make browsers prompt on the app's pages.
     if (path === null) return problem(404, "not_found", "No such admin route.");
-    if (!authorized(request)) {
-      // Only the page is opened by a browser; a Basic challenge makes it prompt for the token.
-      // With or without the trailing slash (which then redirects): otherwise a browser shows the 401 instead of asking.
-      const challenge = path === "/admin/scheduler" || path === "/admin/scheduler/" ? `Basic ${REALM}, charset="UTF-8"` : `Bearer ${REALM}`;
-      return problem(401, "unauthorized", "Send the admin token as `Authorization: Bearer <token>`.", { "www-authenticate": challenge });
-    }
+    if (!authorized(request)) return unauthorized(request, path);
     if (request.bodyUsed) {
       return problem(
         400,
@@ -390,6 +386,33 @@ export function createAdminHandler(ledger: AdminLedger, options: AdminHandlerOpt
       return problem(500, "internal_error", "The request failed; the server log has the details.");
     }
   };
+}
+
+/** The pages a browser opens: the Schedule page (with or without the slash it then redirects) and a stop's confirmation. */
+const isPage = (path: string, method: string) =>
+  path === "/admin/scheduler" || path === "/admin/scheduler/" || ((method === "GET" || method === "HEAD") && STOP_PAGE_PATH.test(path));
+
+/**
+ * A request without the token. A browser opening a page, or any admin GET
+ * it asks HTML of (a link shared to a colleague), gets a Basic challenge, so
+ * it prompts for the token (as the password) instead of showing JSON, and
+ * an HTML note if the prompt is dismissed; API clients get Bearer and JSON.
+ */
+function unauthorized(request: Request, path: string): Response {
+  const method = request.method;
+  const wantsHtml = (method === "GET" || method === "HEAD") && (request.headers.get("accept") ?? "").includes("text/html");
+  const message = "Send the admin token as `Authorization: Bearer <token>`.";
+  if (!isPage(path, method) && !wantsHtml) return problem(401, "unauthorized", message, { "www-authenticate": `Bearer ${REALM}` });
+  const challenge = { "www-authenticate": `Basic ${REALM}, charset="UTF-8"` };
+  if (!wantsHtml) return problem(401, "unauthorized", message, challenge);
+  const body = `${documentHead("Sign in: cronledger admin", STYLE)}
+<body><main><h1>Sign in</h1><p>This page needs the admin token: reload it and give the token as the password (any user name).</p></main></body>
+</html>
+`;
+  return new Response(body, {
+    status: 401,
+    headers: { ...BASE_HEADERS, ...challenge, "content-type": "text/html; charset=utf-8", "content-security-policy": PAGE_CSP, "x-frame-options": "DENY" },
+  });
 }
 
 /** The request the routes read: with the body a framework already parsed in place of its spent stream. */
