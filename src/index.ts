@@ -48,7 +48,7 @@ export { createAdminHandler, MIN_TOKEN_LENGTH } from "./admin/handler.js";
 export type { AdminHandler, AdminHandlerOptions, AdminLedger, AdminRequestContext } from "./admin/handler.js";
 export { startAdminServer } from "./admin/server.js";
 export { toNodeListener } from "./admin/node-listener.js";
-export type { NodeListener, NodeListenerOptions } from "./admin/node-listener.js";
+export type { NodeListener, NodeListenerOptions, NodeRequest } from "./admin/node-listener.js";
 export type { AdminServer, AdminServerOptions } from "./admin/server.js";
 export { WIRE_VERSION } from "./wire/version.js";
 export { statusDocument } from "./wire/status.js";
