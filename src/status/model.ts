@@ -115,6 +115,18 @@ export interface StatusReads extends RunReader {
   waitingForWorker(): Promise<readonly WaitingForWorker[]>;
 }
 
+/**
+ * The run an entry's state is decided from: its newest, unless that is a slot
+ * its overlap policy skipped because a job of it is live (running, queued or
+ * retrying): then that job, so a `skip` entry reads running for as long as its
+ * job runs instead of flipping to ok at every skipped slot.
+ */
+export function stateRun(runs: readonly EntryRun[]): EntryRun | null {
+  const newest = runs[0] ?? null;
+  if (newest === null || newest.kind !== "skipped" || newest.outcome !== "overlap") return newest;
+  return runs.find((run) => run.kind === "running" || run.kind === "queued" || run.kind === "retrying") ?? newest;
+}
+
 export interface StatusSources {
   readonly scheduler: Scheduler;
   readonly reads: StatusReads;
@@ -208,7 +220,7 @@ export async function buildStatus(sources: StatusSources, options: StatusOptions
     const pause = pauseOf(row);
     const next = entry.calendar.nextMs(Math.max(slotMs ?? 0, nowMs));
     const entryRuns = runs.get(entry.ledgerKey) ?? [];
-    const latestRun = entryRuns[0] ?? null;
+    const latestRun = stateRun(entryRuns);
     const health = entryHealth({
       nowMs,
       ledger: ledgerInput(row),
