@@ -7,7 +7,7 @@ import type { ResolvedEntry } from "../schedule/validate.js";
 import { JOB_STATUSES, type JobStatus } from "../schema.js";
 import { entryHealth, overdueSlot, slotToleranceMs, type EntryRun, type EntryState } from "./health.js";
 import type { EntryProblemTracker } from "./problems.js";
-import { groupRuns, readRunRows, stripFloors, type RunReader } from "./runs.js";
+import { groupRuns, readRunRows, stateRun, stripFloors, type RunReader } from "./runs.js";
 
 export type { EntryRun, EntryState, RunKind } from "./health.js";
 
@@ -113,18 +113,6 @@ export interface StatusReads extends RunReader {
   /** Job counts by queue, then status. */
   counts(): Promise<Record<string, Record<string, number>>>;
   waitingForWorker(): Promise<readonly WaitingForWorker[]>;
-}
-
-/**
- * The run an entry's state is decided from: its newest, unless that is a slot
- * its overlap policy skipped because a job of it is live (running, queued or
- * retrying): then that job, so a `skip` entry reads running for as long as its
- * job runs instead of flipping to ok at every skipped slot.
- */
-export function stateRun(runs: readonly EntryRun[]): EntryRun | null {
-  const newest = runs[0] ?? null;
-  if (newest === null || newest.kind !== "skipped" || newest.outcome !== "overlap") return newest;
-  return runs.find((run) => run.kind === "running" || run.kind === "queued" || run.kind === "retrying") ?? newest;
 }
 
 export interface StatusSources {
