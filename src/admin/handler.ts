@@ -1,6 +1,6 @@
-// The admin API as one web-standard handler: authentication, routing and every route's answer. A little
-// over 350 lines because the routes share the token check, the error mapping and the wire documents; the
-// page's markup lives in page.ts and its parts beside it.
+// The admin API as one web-standard handler: authentication, routing and every route's answer. About 440
+// lines because the routes share the token check (with its browser challenge), a framework's parsed body, the
+// error mapping and the wire documents; the page's markup lives in page.ts and its parts beside it.
 import { createHash, timingSafeEqual } from "node:crypto";
 import { ConfigError, CronledgerError, ERROR_HTTP_STATUS, InvalidArgumentError, InvalidFailureFilterError } from "../errors.js";
 import type { ResolvedEntry } from "../schedule/validate.js";
