@@ -14,7 +14,7 @@ import type { JobDefinition } from "./jobs/define-job.js";
 import type { EnqueueArgs, EnqueuedJob, EnqueueRequests, JobReference } from "./jobs/define-job.js";
 import type { EnqueueManyOptions } from "./jobs/enqueue-options.js";
 import { JobEnqueuer } from "./jobs/enqueuer.js";
-import { triggerIdempotencyKey } from "./jobs/trigger-key.js";
+import { triggerIdempotencyKey, triggerRequestKey } from "./jobs/trigger-key.js";
 import { jobRegistry } from "./jobs/registry.js";
 import { Worker, type WorkerDependencies, type WorkSummary } from "./jobs/worker.js";
 import { workerStore } from "./jobs/worker-deps.js";
@@ -322,19 +322,21 @@ export class Cronledger {
    * queue and priority; its handler sees `ctx.schedule.trigger` (`by` and the
    * request id). The entry's overlap policy applies as to a slot (a `skip`
    * entry with a live job records the run-now as skipped instead). `requestId`
-   * is the idempotency key: a second call with the same id returns the first
-   * call's job (default: a fresh id, so every call runs).
+   * is the idempotency key, alone and per entry: a second call with the same
+   * id returns the first call's job, whoever makes it (default: a fresh id,
+   * so every call runs).
    */
   async trigger(entry: string, options: { by?: string; requestId?: string } = {}): Promise<TriggeredRun> {
     const found = await this.entryNamed(entry);
     const by = options.by ?? "api";
     const requestId = options.requestId ?? randomUUID();
     const idempotencyKey = triggerIdempotencyKey(requestId, by, found.ledgerKey);
+    const requestKey = triggerRequestKey(found.ledgerKey, requestId);
     await this.ensureSchema();
     return this.operations.trigger(
       { identity: found.identity, key: found.ledgerKey, jobName: found.jobName },
       { requestId, by },
-      { ...entryJob(found), idempotencyKey },
+      { ...entryJob(found), idempotencyKey, requestKey },
     );
   }
 

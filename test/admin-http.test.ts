@@ -1,6 +1,9 @@
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createServer, type IncomingMessage } from "node:http";
+import type { AddressInfo } from "node:net";
 import { createAdminHandler } from "../src/admin/handler.js";
+import { toNodeListener } from "../src/admin/node-listener.js";
 import { OTHER_JOB_TYPE } from "../src/admin/metrics.js";
 import { startAdminServer } from "../src/admin/server.js";
 import type { EntryDocument, StatusDocument } from "../src/wire/status.js";
@@ -98,6 +101,65 @@ describe("authentication", () => {
     // A DNS-rebound name pointing at 127.0.0.1 still carries its own Host.
     const rebound = await local(new Request("http://127.0.0.1:9/admin/scheduler/status", { headers: { host: "evil.example:9" } }));
     expect(rebound.status).toBe(401);
+  });
+});
+
+describe("a body the app's framework already read", () => {
+  const pause = (body: string) =>
+    new Request("http://127.0.0.1:9/admin/scheduler/entries/pause", { method: "POST", headers: { authorization: `Bearer ${fixture.token}`, "content-type": "application/json" }, body });
+
+  it("the web handler takes it as { body } (object or string), and says what to do when it is missing", async () => {
+    const handler = createAdminHandler(fixture.ledger, { token: fixture.token });
+    const spent = async () => {
+      const request = pause(JSON.stringify({ entry: "no.such.entry" }));
+      await request.text();
+      return request;
+    };
+    const missing = await handler(await spent());
+    expect(missing.status).toBe(400);
+    expect(await missing.json()).toMatchObject({ error: "body_already_read", message: expect.stringContaining("{ body }") });
+    // The parsed body is read: the entry it names is looked up (and is not there).
+    for (const body of [{ entry: "no.such.entry" }, JSON.stringify({ entry: "no.such.entry" })]) {
+      const answered = await handler(await spent(), { body });
+      expect(answered.status, JSON.stringify(body)).toBe(404);
+      expect(await answered.json()).toMatchObject({ error: "entry_not_found" });
+    }
+  });
+
+  it("the Node listener takes req.body when a parser read the stream, and answers 400 when it left nothing there", async () => {
+    const listener = toNodeListener(createAdminHandler(fixture.ledger, { token: fixture.token }));
+    const parsed = new Map<string, unknown>([["/object", { entry: "no.such.entry" }], ["/string", '{"entry":"no.such.entry"}'], ["/nothing", undefined]]);
+    const server = createServer((request: IncomingMessage & { body?: unknown }, response) => {
+      const which = (request.url ?? "").split("?")[1] ?? "";
+      request.url = (request.url ?? "").split("?")[0];
+      request.resume();
+      request.on("end", () => {
+        const body = parsed.get(`/${which}`);
+        if (body !== undefined) request.body = body;
+        listener(request, response);
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const { port } = server.address() as AddressInfo;
+    try {
+      const post = (which: string) =>
+        fetch(`http://127.0.0.1:${port}/admin/scheduler/entries/pause?${which}`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${fixture.token}`, "content-type": "application/json" },
+          body: JSON.stringify({ entry: "no.such.entry" }),
+        });
+      for (const which of ["object", "string"]) {
+        const answered = await post(which);
+        expect(answered.status, which).toBe(404);
+        expect(await answered.json()).toMatchObject({ error: "entry_not_found" });
+      }
+      const nothing = await post("nothing");
+      expect(nothing.status).toBe(400);
+      expect(await nothing.text()).toContain("req.body");
+    } finally {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    }
   });
 });
 

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import winston from "winston";
 import { z } from "zod";
 // Like an application, from the package: the README's examples import "cronledger" too.
-import { createCronledger, defineJob, silentLogger, type Cronledger, type Logger } from "cronledger";
+import { createCronledger, defineJob, defineSchedule, silentLogger, type Cronledger, type Logger } from "cronledger";
 import { REPO_ROOT, watch } from "./support/child.js";
 import { useTestDatabase } from "./support/database.js";
 
@@ -111,26 +111,48 @@ describe("logger: the application's own, as it is", () => {
   });
 });
 
-describe("the README's admin routes in Express, Fastify and Hono, over a real socket", () => {
+const nightly = defineJob({ name: "in-app.nightly", run: () => {} });
+
+/**
+ * What the test adds to an example so the app reads bodies before the admin
+ * routes: Express and Koa install their parsers in the README's examples
+ * themselves, Fastify parses JSON by default; Hono has no body parser, so its
+ * nearest, a middleware that reads the JSON body (an audit log, a validator),
+ * is put in right after the app is made.
+ */
+const BODY_READERS: Readonly<Record<string, string>> = {
+  hono: 'app.use(async (c, next) => { if ((c.req.header("content-type") ?? "").includes("json")) await c.req.json(); await next(); });',
+};
+
+describe("the README's admin routes in Express, Fastify, Koa and Hono, behind the app's body parser, over a real socket", () => {
   const database = useTestDatabase(import.meta.url);
   let ledger: Cronledger;
 
   beforeAll(async () => {
-    ledger = createCronledger({ database: { url: database.url, poolSize: 2 }, jobs: [logged], logger: silentLogger });
+    const schedule = defineSchedule([{ job: nightly, cron: "0 3 * * *", key: "nightly" }]);
+    ledger = createCronledger({ database: { url: database.url, poolSize: 2 }, jobs: [logged, nightly], schedule, logger: silentLogger });
     await ledger.migrate();
   });
   afterAll(async () => {
     await ledger?.close();
   });
 
-  it.each(["express", "fastify", "hono"])("%s", async (framework) => {
+  /** The example's lines, with the test's body reader after the line that makes the app. */
+  function withBodyReader(framework: string, body: string[]): string[] {
+    const reader = BODY_READERS[framework];
+    if (reader === undefined) return body;
+    const at = body.findIndex((line) => line.startsWith("const app ="));
+    return [...body.slice(0, at + 1), reader, ...body.slice(at + 1)];
+  }
+
+  it.each(["express", "fastify", "koa", "hono"])("%s", async (framework) => {
     const { imports, body } = readmeExample(framework);
     const file = writeScratch(
       `${framework}.ts`,
       [
         ...imports,
         "export default async function mount(ledger: any, token: string, port: number) {",
-        ...body.map((line) => `  ${line}`),
+        ...withBodyReader(framework, body).map((line) => `  ${line}`),
         "  return async () => {",
         "    // @ts-ignore: which of the two the example defines depends on the framework",
         "    if (typeof server !== 'undefined') { server.closeAllConnections?.(); await new Promise((resolve) => server.close(resolve)); } else await app.close();",
@@ -167,6 +189,34 @@ describe("the README's admin routes in Express, Fastify and Hono, over a real so
       expect(await metrics.text()).toContain("cronledger_jobs_total");
       const retry = await fetch(`${base}/admin/scheduler/jobs/987654/retry`, { method: "POST", headers: auth });
       expect(retry.status).toBe(404);
+
+      // JSON posts, read by the app's parser first: pause, trigger (twice with one request id), backfill, resume.
+      const post = (path: string, document: unknown) =>
+        fetch(`${base}/admin/scheduler/${path}`, { method: "POST", headers: { ...auth, "content-type": "application/json" }, body: JSON.stringify(document) });
+      const paused = await post("entries/pause", { entry: "nightly", note: `from ${framework}`, by: "alice" });
+      expect(paused.status, await paused.clone().text()).toBe(200);
+      expect(await paused.json()).toMatchObject({ job: "in-app.nightly", paused: true, paused_by: "alice", note: `from ${framework}` });
+      const requestId = `in-app-${framework}`;
+      const triggered = await post("entries/trigger", { entry: "nightly", request_id: requestId });
+      expect(triggered.status, await triggered.clone().text()).toBe(200);
+      const first = (await triggered.json()) as { job_id: number; created: boolean };
+      expect(first).toMatchObject({ job: "in-app.nightly", request_id: requestId, created: true });
+      expect(await (await post("entries/trigger", { entry: "nightly", request_id: requestId })).json()).toMatchObject({ job_id: first.job_id, created: false });
+      const backfill = await post("entries/nightly/backfill", { from: "2026-05-01T00:00:00Z", to: "2026-05-03T00:00:00Z", dry_run: true });
+      expect(backfill.status, await backfill.clone().text()).toBe(200);
+      expect(await backfill.json()).toMatchObject({ job: "in-app.nightly", dry_run: true, slots: [{ slot: "2026-05-01T03:00:00.000Z" }, { slot: "2026-05-02T03:00:00.000Z" }] });
+      expect(await (await post("entries/resume", { entry: "nightly" })).json()).toMatchObject({ paused: false, changed: true });
+
+      // The page's form (urlencoded, Basic credentials): back to the page, the entry paused with the form's note.
+      const form = await fetch(`${base}/admin/scheduler/entries/pause`, {
+        method: "POST",
+        headers: { ...basic, accept: "text/html", "content-type": "application/x-www-form-urlencoded" },
+        body: new URLSearchParams({ entry: "nightly", note: "from the form" }).toString(),
+        redirect: "manual",
+      });
+      expect(form.status, await form.clone().text()).toBe(303);
+      expect((await ledger.status()).entries.find((entry) => entry.jobName === "in-app.nightly")).toMatchObject({ pause: { note: "from the form" } });
+      await ledger.resume("nightly");
     } finally {
       await close();
     }

@@ -149,6 +149,34 @@ describe("stopping a running job from the Schedule page", () => {
     await phone.close();
   });
 
+  it("asks a fresh browser for the token (Basic) on a shared stop link, where the API still answers Bearer and JSON", async () => {
+    const link = `${server.url}/admin/scheduler/jobs/${ids.untouched}/stop`;
+    // What a browser without credentials gets: a Basic challenge (so it prompts) and an HTML note, not JSON.
+    const bare = await fetch(link, { headers: { accept: "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8" } });
+    expect(bare.status).toBe(401);
+    expect(bare.headers.get("www-authenticate")).toMatch(/^Basic realm="cronledger admin"/);
+    expect(bare.headers.get("content-type")).toMatch(/^text\/html/);
+    expect(await bare.text()).toContain("give the token as the password");
+    // A Chromium that has only what a prompt would give it (it answers a Basic challenge, never a Bearer one) opens the page.
+    const fresh = await launchBrowser({ httpCredentials: { username: "ops", password: token }, viewport: { width: 1400, height: 1000 } });
+    try {
+      const page = await fresh.context.newPage();
+      const response = await page.goto(link);
+      expect(response?.status()).toBe(200);
+      expect(await page.locator("h1").innerText()).toBe(`Stop job #${ids.untouched}?`);
+    } finally {
+      await fresh.close();
+    }
+    // The API is unchanged: a client that asks for JSON, or posts, is told to send the bearer token.
+    for (const init of [{ headers: { accept: "application/json" } }, { method: "POST", headers: { accept: "application/json" } }]) {
+      const url = init.method === "POST" ? link.replace(/\/stop$/, "/cancel") : link.replace(/\/jobs\/\d+\/stop$/, "/status");
+      const answer = await fetch(url, init);
+      expect(answer.status, url).toBe(401);
+      expect(answer.headers.get("www-authenticate"), url).toMatch(/^Bearer /);
+      expect(await answer.json()).toMatchObject({ error: "unauthorized" });
+    }
+  });
+
   it("says so when the job is no longer running", async () => {
     const page = await open(`/admin/scheduler/jobs/${ids.honours}/stop`);
     expect(await page.locator("body").innerText()).toContain(`Job #${ids.honours} is not running (it finished, or never started); there is nothing to stop.`);

@@ -55,6 +55,37 @@ describe.each(BACKENDS)("run now on %s", (backend) => {
     await expect(ledger.trigger("nightly", { requestId: "has spaces" })).rejects.toThrow(InvalidArgumentError);
   });
 
+  it("lets the request id alone decide, per entry: another `by`, or none, gets the first request's job; another entry gets its own", async () => {
+    store = await createTestStore(backend, `trigger_request_id_${backend}`);
+    const ledger = await store.open({
+      jobs: [report],
+      schedule: [
+        { job: report, cron: "0 3 * * *", key: "nightly", payload: { region: "eu" } },
+        { job: report, cron: "0 4 * * *", key: "early", payload: { region: "us" } },
+      ],
+    });
+    const first = await ledger.trigger("nightly", { by: "alice", requestId: "req-9" });
+    expect(first).toMatchObject({ created: true });
+    for (const options of [{ by: "bob", requestId: "req-9" }, { requestId: "req-9" }]) {
+      expect(await ledger.trigger("nightly", options), JSON.stringify(options)).toMatchObject({ jobId: first.jobId, created: false });
+    }
+    // Requests racing each other with one id and different senders: one job between them.
+    const racing = await Promise.all(["carol", "dave", "erin"].map((by) => ledger.trigger("nightly", { by, requestId: "req-10" })));
+    expect(new Set(racing.map((run) => run.jobId)).size).toBe(1);
+    expect(racing.filter((run) => run.created)).toHaveLength(1);
+    // The same id on another entry is that entry's own request.
+    const other = await ledger.trigger("early", { by: "bob", requestId: "req-9" });
+    expect(other).toMatchObject({ created: true });
+    expect(other.jobId).not.toBe(first.jobId);
+    const [count] = await rows<{ n: number }>(ledger, sql`select count(*)::int as n from cronledger.jobs where job_name = ${report.name}`);
+    expect(count?.n).toBe(3);
+    // The job says who asked first.
+    await ledger.work({ once: true });
+    const triggers = seen.map((run) => run.schedule?.trigger);
+    expect(triggers).toEqual(expect.arrayContaining([{ by: "alice", requestId: "req-9" }, { by: "bob", requestId: "req-9" }]));
+    expect(triggers).toHaveLength(3);
+  });
+
   it("applies the entry's overlap policy: skip records the run-now as skipped while a job is live; cancel_other supersedes it", async () => {
     store = await createTestStore(backend, `trigger_overlap_${backend}`);
     const ledger = await store.open({

@@ -1,6 +1,6 @@
-// The admin API as one web-standard handler: authentication, routing and every route's answer. A little
-// over 350 lines because the routes share the token check, the error mapping and the wire documents; the
-// page's markup lives in page.ts and its parts beside it.
+// The admin API as one web-standard handler: authentication, routing and every route's answer. About 440
+// lines because the routes share the token check (with its browser challenge), a framework's parsed body, the
+// error mapping and the wire documents; the page's markup lives in page.ts and its parts beside it.
 import { createHash, timingSafeEqual } from "node:crypto";
 import { BackfillTooLargeError, ConfigError, CronledgerError, ERROR_HTTP_STATUS, InvalidArgumentError, InvalidFailureFilterError } from "../errors.js";
 import type { ResolvedEntry } from "../schedule/validate.js";
@@ -21,8 +21,23 @@ import { PAGE_ENTRIES, PAGE_SCRIPT_HASH, renderSchedulePage, STYLE } from "./pag
 import { renderStopConfirmation } from "./page-running.js";
 import { unquarantinedDocument } from "../wire/commands.js";
 import { unquarantinedNotice } from "./page-quarantine.js";
+import { withParsedBody, type ParsedBody } from "./parsed-body.js";
+import { documentHead } from "./html.js";
 
-export type AdminHandler = (request: Request) => Promise<Response>;
+/**
+ * What a framework knows of a request beyond the Request itself: the body its
+ * body parser already read (a Hono middleware that called `c.req.json()`),
+ * which the admin routes then take instead of the spent stream.
+ */
+export interface AdminRequestContext {
+  readonly body?: ParsedBody;
+}
+
+/**
+ * The second argument is optional and only read for a `body`: Hono's `mount`
+ * passes its env there, which has none.
+ */
+export type AdminHandler = (request: Request, context?: AdminRequestContext) => Promise<Response>;
 
 /** What the admin endpoints need of a ledger; a Cronledger has all of it, and so may anything else that is to be served. */
 export interface AdminLedger extends EntryActionsLedger {
@@ -351,16 +366,19 @@ export function createAdminHandler(ledger: AdminLedger, options: AdminHandlerOpt
     return problem(404, "not_found", "No such admin route.");
   };
 
-  return async (request) => {
+  return async (received, context) => {
+    const request = requestToRoute(received, context);
     const url = new URL(request.url);
     const path = routeOf(url.pathname);
     // Not an admin path, so no challenge: a handler that is an app's fallback must not make browsers prompt on the app's pages.
     if (path === null) return problem(404, "not_found", "No such admin route.");
-    if (!authorized(request)) {
-      // Only the page is opened by a browser; a Basic challenge makes it prompt for the token.
-      // With or without the trailing slash (which then redirects): otherwise a browser shows the 401 instead of asking.
-      const challenge = path === "/admin/scheduler" || path === "/admin/scheduler/" ? `Basic ${REALM}, charset="UTF-8"` : `Bearer ${REALM}`;
-      return problem(401, "unauthorized", "Send the admin token as `Authorization: Bearer <token>`.", { "www-authenticate": challenge });
+    if (!authorized(request)) return unauthorized(request, path);
+    if (request.bodyUsed) {
+      return problem(
+        400,
+        "body_already_read",
+        "A body parser read this request's body before the admin routes: pass what it parsed, handler(request, { body }) (the README's admin routes show it for each framework).",
+      );
     }
     try {
       return await route(request, path, url.searchParams);
@@ -372,6 +390,40 @@ export function createAdminHandler(ledger: AdminLedger, options: AdminHandlerOpt
       return problem(500, "internal_error", "The request failed; the server log has the details.");
     }
   };
+}
+
+/** The pages a browser opens: the Schedule page (with or without the slash it then redirects) and a stop's confirmation. */
+const isPage = (path: string, method: string) =>
+  path === "/admin/scheduler" || path === "/admin/scheduler/" || ((method === "GET" || method === "HEAD") && STOP_PAGE_PATH.test(path));
+
+/**
+ * A request without the token. A browser opening a page, or any admin GET
+ * it asks HTML of (a link shared to a colleague), gets a Basic challenge, so
+ * it prompts for the token (as the password) instead of showing JSON, and
+ * an HTML note if the prompt is dismissed; API clients get Bearer and JSON.
+ */
+function unauthorized(request: Request, path: string): Response {
+  const method = request.method;
+  const wantsHtml = (method === "GET" || method === "HEAD") && (request.headers.get("accept") ?? "").includes("text/html");
+  const message = "Send the admin token as `Authorization: Bearer <token>`.";
+  if (!isPage(path, method) && !wantsHtml) return problem(401, "unauthorized", message, { "www-authenticate": `Bearer ${REALM}` });
+  const challenge = { "www-authenticate": `Basic ${REALM}, charset="UTF-8"` };
+  if (!wantsHtml) return problem(401, "unauthorized", message, challenge);
+  const body = `${documentHead("Sign in: cronledger admin", STYLE)}
+<body><main><h1>Sign in</h1><p>This page needs the admin token: reload it and give the token as the password (any user name).</p></main></body>
+</html>
+`;
+  return new Response(body, {
+    status: 401,
+    headers: { ...BASE_HEADERS, ...challenge, "content-type": "text/html; charset=utf-8", "content-security-policy": PAGE_CSP, "x-frame-options": "DENY" },
+  });
+}
+
+/** The request the routes read: with the body a framework already parsed in place of its spent stream. */
+function requestToRoute(request: Request, context: AdminRequestContext | undefined): Request {
+  const body: unknown = typeof context === "object" && context !== null && "body" in context ? context.body : undefined;
+  if (body === undefined || request.method !== "POST") return request;
+  return withParsedBody(request, body);
 }
 
 /**

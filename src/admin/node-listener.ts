@@ -1,8 +1,16 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { AdminHandler } from "./handler.js";
+import { encodeParsedBody, type ParsedBody } from "./parsed-body.js";
 
-/** A Node `(req, res)` listener: what node:http, Express and (through `reply.raw`) Fastify hand requests to. */
-export type NodeListener = (request: IncomingMessage, response: ServerResponse) => void;
+/**
+ * Node's request, with the `body` a framework's body parser put on it
+ * (Express's `express.json()` does; for Fastify and Koa, whose parsers keep
+ * it on their own request object, the README's examples copy it there).
+ */
+export type NodeRequest = IncomingMessage & { body?: ParsedBody };
+
+/** A Node `(req, res)` listener: what node:http, Express and (through `reply.raw`) Fastify and Koa hand requests to. */
+export type NodeListener = (request: NodeRequest, response: ServerResponse) => void;
 
 export interface NodeListenerOptions {
   /**
@@ -23,10 +31,19 @@ export interface NodeListenerOptions {
 export const MAX_BODY_BYTES = 16_384;
 
 class BodyTooLarge extends Error {}
+class BodyAlreadyRead extends Error {}
 
-async function readBody(message: IncomingMessage): Promise<Buffer | undefined> {
+/** The body: the stream when nobody read it, else what the framework's parser made of it. */
+async function readBody(message: NodeRequest): Promise<Uint8Array | undefined> {
   const type = message.headers["content-type"] ?? "";
   if (message.method !== "POST" || !(type.includes("application/json") || type.includes("application/x-www-form-urlencoded"))) return undefined;
+  // A body parser before the routes read the stream to its end; reading it again would give nothing.
+  if (message.readableDidRead || message.readableEnded) {
+    if (message.body === undefined) throw new BodyAlreadyRead();
+    const bytes = encodeParsedBody(message.body, type);
+    if (bytes !== undefined && bytes.length > MAX_BODY_BYTES) throw new BodyTooLarge();
+    return bytes;
+  }
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const chunk of message as AsyncIterable<Buffer>) {
@@ -37,7 +54,7 @@ async function readBody(message: IncomingMessage): Promise<Buffer | undefined> {
   return Buffer.concat(chunks);
 }
 
-function toRequest(message: IncomingMessage, fallbackHost: string, body: Buffer | undefined): Request {
+function toRequest(message: IncomingMessage, fallbackHost: string, body: Uint8Array | undefined): Request {
   const headers = new Headers();
   for (const [name, value] of Object.entries(message.headers)) {
     if (value === undefined) continue;
@@ -59,11 +76,16 @@ async function send(response: Response, out: ServerResponse, head: boolean): Pro
   out.end(head ? undefined : Buffer.from(await response.arrayBuffer()));
 }
 
+const BODY_ALREADY_READ =
+  "A body parser read this request's body before the admin routes and left nothing in req.body: put what it parsed there (the README's admin routes show it for each framework).\n";
+
 /**
  * The web-standard admin handler (createAdminHandler) as a Node listener,
  * for frameworks that pass Node's request and response: Express
  * (`app.use("/ops", listener)`, which strips the prefix), Fastify
- * (`reply.hijack()`, then `listener(request.raw, reply.raw)`), node:http.
+ * (`reply.hijack()`, then `listener(request.raw, reply.raw)`), Koa
+ * (`ctx.respond = false`, then `listener(ctx.req, ctx.res)`), node:http.
+ * A body the app's body parser already read is taken from `req.body`.
  * The URL it sees is `req.url`, so `basePath` follows the same rule as for
  * the handler: set it when the framework does not strip the mount prefix.
  */
@@ -82,6 +104,7 @@ export function toNodeListener(handler: AdminHandler, options: NodeListenerOptio
         },
         (error: unknown) => {
           if (error instanceof BodyTooLarge) out.writeHead(413, { "content-type": "text/plain", connection: "close" }).end("request body too large\n");
+          else if (error instanceof BodyAlreadyRead) out.writeHead(400, { "content-type": "text/plain" }).end(BODY_ALREADY_READ);
           else out.writeHead(400, { "content-type": "text/plain" }).end("bad request\n");
           return undefined;
         },

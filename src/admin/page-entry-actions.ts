@@ -27,7 +27,7 @@ export function entryActions(entry: EntryStatus): string {
       ? `<details class="confirm"><summary>Pause…</summary>
 <form method="post" action="scheduler/entries/pause">${hidden}
 <p>Pause <strong>${job}</strong>? Every replica records its slots as skipped until it is resumed; queued and running jobs are left alone.</p>
-<label>Note <input name="note" maxlength="500" placeholder="why, e.g. the incident" required></label>
+<label>Note (optional) <input name="note" maxlength="500" placeholder="why, e.g. the incident"></label>
 <label>Your name <input name="by" maxlength="64" placeholder="who pauses it"></label>
 <button type="submit" class="danger">Confirm: pause</button></form></details>`
       : `<details class="confirm"><summary>Resume…</summary>

@@ -5,6 +5,8 @@ import { escapeHtml } from "./html.js";
 export function relative(target: Date, now: Date): string {
   const deltaS = Math.round((target.getTime() - now.getTime()) / 1000);
   const size = Math.abs(deltaS);
+  // Within the second the page was read: "in 0s" reads as a countdown that ran out.
+  if (size === 0) return "due now";
   return deltaS >= 0 ? `in ${span(size)}` : `${span(size)} ago`;
 }
 
@@ -30,7 +32,10 @@ const INSTANT_IN_TEXT = /\b(?:(at|since|until|for) )?(\d{4}-\d\d-\d\dT\d\d:\d\d:
 /** How an instant reads after its preposition: "due at <t>" becomes "due in 4m", "ready since <t>" "ready for 10m". */
 function phrase(preposition: string | undefined, when: Date, now: Date): string {
   const future = when.getTime() >= now.getTime();
-  const size = span(Math.abs(Math.round((when.getTime() - now.getTime()) / 1000)));
+  const seconds = Math.abs(Math.round((when.getTime() - now.getTime()) / 1000));
+  // Within the second the page was read: "slot due now", "due at <t>" as "due now", "since <t>" as "just now".
+  if (seconds === 0) return preposition === undefined ? "due now" : preposition === "since" ? "just now" : "now";
+  const size = span(seconds);
   if (preposition === "since" && !future) return `for ${size}`;
   if (preposition === "until" && future) return `for another ${size}`;
   if (preposition === "since" || preposition === "until") return `${preposition} ${relative(when, now)}`;

@@ -110,15 +110,30 @@ function lastSlot(entry: EntryStatus, now: Date): string {
   return `<span class="muted">not seen by a scheduler yet</span>`;
 }
 
+/** When it fires next, with its upcoming slots; a paused entry fires none until it is resumed, so it shows none. */
+function nextRun(entry: EntryStatus, now: Date, loaded: ResolvedEntry | undefined): string {
+  if (entry.pause !== null) return `<span class="muted">none while paused</span>`;
+  return `${instant(entry.nextRunAt, now)}${upcomingList(loaded, now, escapeHtml)}`;
+}
+
+/** Broken: a problem that stops an entry or its slots (an error); a warning alone (never_matches, no upcoming slot) is not. */
+const isBroken = (broken: { readonly problems: readonly EntryProblem[] }) => broken.problems.some((problem) => problem.severity === "error");
+
+function brokenCount(status: SchedulerStatus): string {
+  const broken = status.broken.filter(isBroken).length;
+  const warned = status.broken.length - broken;
+  return `${broken} broken${warned > 0 ? ` · ${warned} with warnings` : ""}`;
+}
+
 function entryRow(entry: EntryStatus, now: Date, loaded?: ResolvedEntry): string {
-  const classes = [entry.problems.length > 0 ? "broken" : "", entry.chore ? "chore" : "", `state-${entry.state}`].filter(Boolean).join(" ");
+  const classes = [isBroken(entry) ? "broken" : entry.problems.length > 0 ? "warned" : "", entry.chore ? "chore" : "", `state-${entry.state}`].filter(Boolean).join(" ");
   return `<tr class="${classes}" data-identity="${escapeHtml(entry.identity)}" data-state="${entry.state}">
   <td data-label="Job"><strong>${escapeHtml(entry.jobName)}</strong>${entry.chore ? ` ${CHORE_BADGE}` : ""}<div class="identity">${wrappable(entry.identity)}</div></td>
   <td data-label="Schedule"><code>${escapeHtml(entry.cron)}</code> <span class="muted">${escapeHtml(entry.timezone)}</span></td>
   <td data-label="State">${stateBadge(entry.state)}<div class="reason">${textWithInstants(redact(entry.reason), now)}</div>${clearQuarantineForm(entry, escapeHtml)}${entryActions(entry)}</td>
   <td data-label="Recent runs">${strip(entry.recentRuns)}</td>
   <td data-label="Last slot">${lastSlot(entry, now)}</td>
-  <td data-label="Next run">${instant(entry.nextRunAt, now)}${upcomingList(loaded, now, escapeHtml)}</td>
+  <td data-label="Next run">${nextRun(entry, now, loaded)}</td>
 </tr>`;
 }
 
@@ -168,8 +183,13 @@ function brokenSection(status: SchedulerStatus): string {
   if (status.broken.length === 0) return `<p class="muted">Nothing is broken.</p>`;
   return status.broken
     .map((broken) => {
-      const where = broken.invalidIndex === null ? "" : ` <span class="badge state-invalid">invalid: schedule[${broken.invalidIndex}], not running</span>`;
-      return `<div class="card broken-entry${broken.invalidIndex === null ? "" : " invalid"}" data-identity="${escapeHtml(broken.identity ?? "")}">
+      const where =
+        broken.invalidIndex !== null
+          ? ` <span class="badge state-invalid">invalid: schedule[${broken.invalidIndex}], not running</span>`
+          : isBroken(broken)
+            ? ""
+            : ` <span class="badge warning">warning: it still runs</span>`;
+      return `<div class="card broken-entry${broken.invalidIndex === null ? "" : " invalid"}${isBroken(broken) ? "" : " warning-only"}" data-identity="${escapeHtml(broken.identity ?? "")}">
   <strong>${escapeHtml(broken.jobName ?? "(unknown job)")}</strong>${where} <span class="identity">${wrappable(broken.identity ?? "")}</span>
   ${problemList(broken.problems)}
 </div>`;
@@ -251,7 +271,7 @@ tr.broken{background:color-mix(in srgb,var(--badbg) 45%,var(--card))}tr.chore td
 .state-never_fired.badge{background:var(--greybg);color:var(--greyfg)}.state-quarantined.badge{background:var(--violetbg);color:var(--violetfg)}
 .badge.chore{background:var(--infobg);color:var(--infofg)}
 .card{background:var(--card);border:1px solid var(--line);border-radius:6px;padding:.6rem .8rem;margin:.5rem 0}
-.broken-entry{border-left:4px solid var(--bad)}.failure{border-left:4px solid var(--warn)}.failure.was-retried{border-left-color:var(--grey)}.retrying{border-left:4px solid var(--warn)}
+.broken-entry{border-left:4px solid var(--bad)}.broken-entry.warning-only{border-left-color:var(--warn)}.badge.warning{background:var(--warnbg);color:var(--warnfg)}.failure{border-left:4px solid var(--warn)}.failure.was-retried{border-left-color:var(--grey)}.retrying{border-left:4px solid var(--warn)}
 pre{white-space:pre-wrap;word-break:break-word;background:var(--pre);padding:.5rem;margin:.4rem 0}
 .problems{margin:.3rem 0;padding-left:1.2rem}.problems .warning{color:var(--warnfg)}.problems .error{color:var(--badfg)}
 button{font:inherit;padding:.2rem .7rem;cursor:pointer}button.danger{color:var(--badfg)}
@@ -332,7 +352,7 @@ export function renderSchedulePage(status: SchedulerStatus, failures: readonly F
 ${extras.notice ? `<p class="notice" role="status">${escapeHtml(extras.notice)}</p>` : ""}
 <main>
 <p class="muted">Namespace <code>${escapeHtml(status.namespace)}</code> · database clock <time datetime="${status.databaseNow.toISOString()}">${status.databaseNow.toISOString()}</time>
-· ${entries} entr${entries === 1 ? "y" : "ies"}${chores > 0 ? ` + ${chores} chore${chores === 1 ? "" : "s"}` : ""} · ${status.broken.length} broken
+· ${entries} entr${entries === 1 ? "y" : "ies"}${chores > 0 ? ` + ${chores} chore${chores === 1 ? "" : "s"}` : ""} · ${brokenCount(status)}
 · JSON: <a href="scheduler/status">status</a>, <a href="scheduler/failures">failures</a>${refresh > 0 ? ` · <span id="refresh-status">refreshes every ${refresh}s</span>` : ""}</p>
 <h2>Entries</h2>
 ${entriesSection(status, extras)}

@@ -286,8 +286,8 @@ export class Operations {
   /**
    * Runs an entry now, outside its schedule, with its payload: one statement
    * in which the entry's overlap policy decides as for a slot, and the
-   * request's key (`input.idempotencyKey`) makes a second request with the
-   * same id return the first one's job.
+   * request's key (`input.requestKey`: its id and the entry, not who sent
+   * it) makes a second request with the same id return the first one's job.
    */
   async trigger(entry: EntryRef, request: { readonly requestId: string; readonly by: string }, input: TriggerInput): Promise<TriggeredRun> {
     const { tracing } = this.options;
@@ -301,7 +301,7 @@ export class Operations {
           );
     let jobId = row.existing_id ?? row.job_id;
     // Two requests with the same id at the same moment: the second's insert met the first's key; its job is the first's.
-    if (jobId === null && row.skip_reason === null) jobId = (await jobsByIdempotencyKey(this.db, [input.jobName], [input.idempotencyKey]))[0]?.id ?? null;
+    if (jobId === null && row.skip_reason === null) jobId = (await jobsByIdempotencyKey(this.db, [input.jobName], [input.requestKey]))[0]?.id ?? null;
     const created = row.existing_id === null && row.job_id !== null;
     const skipped = row.skip_reason === null ? null : { reason: row.skip_reason, detail: row.skip_detail ?? row.skip_reason, jobId: row.skipped_job_id };
     this.options.logger.info(skipped ? "run-now skipped by the entry's overlap policy" : "schedule entry run now", {

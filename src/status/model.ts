@@ -7,7 +7,7 @@ import type { ResolvedEntry } from "../schedule/validate.js";
 import { JOB_STATUSES, type JobStatus } from "../schema.js";
 import { entryHealth, overdueSlot, slotToleranceMs, type EntryRun, type EntryState } from "./health.js";
 import type { EntryProblemTracker } from "./problems.js";
-import { groupRuns, readRunRows, stripFloors, type RunReader } from "./runs.js";
+import { groupRuns, readRunRows, stateRun, stripFloors, type RunReader } from "./runs.js";
 
 export type { EntryRun, EntryState, RunKind } from "./health.js";
 
@@ -208,7 +208,7 @@ export async function buildStatus(sources: StatusSources, options: StatusOptions
     const pause = pauseOf(row);
     const next = entry.calendar.nextMs(Math.max(slotMs ?? 0, nowMs));
     const entryRuns = runs.get(entry.ledgerKey) ?? [];
-    const latestRun = entryRuns[0] ?? null;
+    const latestRun = stateRun(entryRuns);
     const health = entryHealth({
       nowMs,
       ledger: ledgerInput(row),

@@ -130,3 +130,15 @@ export function groupRuns(rows: readonly EntryRunRow[], entries: readonly Resolv
   }
   return runs;
 }
+
+/**
+ * The run an entry's state is decided from: its newest, unless that is a slot
+ * its overlap policy skipped because a job of it is live (running, queued or
+ * retrying): then that job, so a `skip` entry reads running for as long as its
+ * job runs instead of flipping to ok at every skipped slot.
+ */
+export function stateRun(runs: readonly EntryRun[]): EntryRun | null {
+  const newest = runs[0] ?? null;
+  if (newest === null || newest.kind !== "skipped" || newest.outcome !== "overlap") return newest;
+  return runs.find((run) => run.kind === "running" || run.kind === "queued" || run.kind === "retrying") ?? newest;
+}

@@ -80,8 +80,15 @@ export interface InsertedJob {
  * of a failure all insert through it. With `withStatus`, `select` yields a
  * twelfth column, the job's status (`queued`, or `held` for a job an overlap
  * policy holds back, src/db/sql/slot-policy.ts); a held job wakes nobody.
+ * `guardKey`, an expression over the rows (default their idempotency_key), is
+ * what job_keys holds: a run-now guards its request key while its job keeps
+ * the key that says who asked (src/jobs/trigger-key.ts).
  */
-export function jobInsertCtes(select: SQL, options: { readonly withStatus?: boolean } = {}): SQL {
+export function jobInsertCtes(
+  select: SQL,
+  options: { readonly withStatus?: boolean; readonly guardKey?: SQL } = {},
+): SQL {
+  const guardKey = options.guardKey ?? sql`idempotency_key`;
   const q = jobQueue;
   const columns = [
     ...[q.jobName, q.queue, q.payload, q.priority, q.runAt, q.maxAttempts, q.idempotencyKey, q.scheduleKey, q.scheduledFor, q.retryPolicy, q.traceContext],
@@ -96,7 +103,7 @@ export function jobInsertCtes(select: SQL, options: { readonly withStatus?: bool
       select nextval(${JOB_ID_SEQUENCE}::regclass) as id, s.* from (${select}) as s(${list})
     ), keyed as (
       insert into ${jobKeys} (${name(jobKeys.jobName)}, ${name(jobKeys.idempotencyKey)}, ${name(jobKeys.jobId)})
-      select job_name, idempotency_key, id from new_jobs where idempotency_key is not null
+      select job_name, ${guardKey}, id from new_jobs where idempotency_key is not null
       on conflict do nothing
       returning ${jobKeys.jobId} as id
     ), ${JOB_INSERT.inserted} as (

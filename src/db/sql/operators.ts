@@ -193,6 +193,9 @@ export interface EntryRunRow {
  * docs/benchmarks.md, "Growth"). The key's last finished run
  * (schedule_last_runs) is always a candidate, so a strip whose runs are all
  * older than the floor, or whose days retention dropped, still shows it.
+ * With `limit` 1 (an entry's latest run, for its state) a slot skipped by the
+ * overlap policy ranks after a live job: the skip happened because that job
+ * runs, so the entry is running, not "ok, skipped", until the job ends.
  */
 export async function entryRuns(executor: Executor, keys: readonly string[], limit: number, floorsMs?: readonly (number | null)[]): Promise<EntryRunRow[]> {
   if (keys.length === 0) return [];
@@ -227,7 +230,7 @@ export async function entryRuns(executor: Executor, keys: readonly string[], lim
     sql`select k.key as schedule_key, r.* from ${outer}
         cross join lateral (
           select * from ((${live}) union all (${finished})) as runs
-          order by scheduled_for_ms desc, id desc
+          order by ${limit === 1 ? sql`(status = 'skipped' and outcome is not distinct from 'overlap'), ` : sql``}scheduled_for_ms desc, id desc
           limit ${limit}
         ) r`,
   );

@@ -9,8 +9,10 @@ import { slotJobStatus, slotPolicyCtes } from "./slot-policy.js";
 
 /** A run-now of one schedule entry: what its job is made of, and the request's idempotency key. */
 export interface TriggerInput extends EntryJob {
-  /** src/jobs/trigger-key.ts */
+  /** The job's idempotency key, which says who asked (src/jobs/trigger-key.ts). */
   readonly idempotencyKey: string;
+  /** What job_keys guards: the request id and the entry, not who asked (src/jobs/trigger-key.ts). */
+  readonly requestKey: string;
   /** The run-now's producer span context, as JSON (src/open-telemetry.ts); null when the process does not trace. */
   readonly traceContextJson?: string | null;
 }
@@ -28,7 +30,8 @@ export interface TriggerRow {
 }
 
 /**
- * A run-now as one statement: unless a job already holds the request's key,
+ * A run-now as one statement: unless a job already holds the request's key
+ * (its request id for this entry, whoever sent it),
  * the entry's overlap policy decides it like a slot of the pass
  * (src/db/sql/slot-policy.ts: skipped and recorded, or superseding the
  * waiting and running jobs, or enqueued), and its job goes in through the
@@ -41,7 +44,7 @@ export async function triggerEntry(executor: Executor, input: TriggerInput): Pro
   const [row] = await query<TriggerRow>(
     executor,
     sql`with existing as (
-          select ${k.jobId} as job_id from ${jobKeys} where ${k.jobName} = ${input.jobName} and ${k.idempotencyKey} = ${input.idempotencyKey}
+          select ${k.jobId} as job_id from ${jobKeys} where ${k.jobName} = ${input.jobName} and ${k.idempotencyKey} = ${input.requestKey}
         ), ${slotPolicyCtes(
           sql`select ${input.key}::text as key, now() as slot_at, ${input.overlap}::text as overlap, false as paused, null::text as paused_by,
                 null::text as paused_note, ${input.jobName}::text as job_name, ${input.queue}::text as queue, ${input.payloadJson}::text as payload,
@@ -53,7 +56,7 @@ export async function triggerEntry(executor: Executor, input: TriggerInput): Pro
           select job_name, queue, payload::jsonb, priority, now(), max_attempts, ${input.idempotencyKey}::text, key, slot_at::timestamptz, null::jsonb,
             ${input.traceContextJson ?? null}::jsonb, ${slotJobStatus(SLOT_POLICY.decided)}
           from ${SLOT_POLICY.decided} where skip_reason is null`,
-          { withStatus: true },
+          { withStatus: true, guardKey: sql`${input.requestKey}::text` },
         )}
         select (select job_id from existing)::float8 as existing_id, (select id from ${JOB_INSERT.inserted} limit 1)::float8 as job_id,
           (select skip_reason from ${SLOT_POLICY.decided} limit 1) as skip_reason, (select skip_detail from ${SLOT_POLICY.decided} limit 1) as skip_detail,
