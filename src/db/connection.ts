@@ -177,9 +177,9 @@ function openPostgres(settings: PostgresSettings): Database {
   };
 }
 
-function openPglite(dataDir: string | undefined, purpose: string): Database {
+function openPglite(dataDir: string | undefined, purpose: string, env: NodeJS.ProcessEnv): Database {
   const { PGlite, version } = loadPglite(purpose);
-  const loadDataDir = templateFor(dataDir, version);
+  const loadDataDir = templateFor(dataDir, env, version);
   const options = loadDataDir === undefined ? {} : { loadDataDir };
   if (dataDir !== undefined) mkdirSync(dataDir, { recursive: true });
   const client = dataDir === undefined ? new PGlite(options) : new PGlite(dataDir, options);
@@ -231,11 +231,11 @@ export function openDatabase(setting: DatabaseSetting | undefined, env: NodeJS.P
           'cronledger does not fall back to the embedded PGlite database in production; to use it on purpose, set database to "pglite:./.cronledger".',
       );
     }
-    return openPglite(resolve(DEFAULT_EMBEDDED_DIR), `No database is configured (no DATABASE_URL), so cronledger would use the embedded database in ./${DEFAULT_EMBEDDED_DIR}; it`);
+    return openPglite(resolve(DEFAULT_EMBEDDED_DIR), `No database is configured (no DATABASE_URL), so cronledger would use the embedded database in ./${DEFAULT_EMBEDDED_DIR}; it`, env);
   }
   const url = typeof resolved === "string" ? resolved : resolved.url;
-  if (url === "memory://" || url === "pglite:memory") return openPglite(undefined, `The embedded database ${JSON.stringify(url)}`);
-  if (url.startsWith("pglite:")) return openPglite(resolve(url.slice("pglite:".length)), `The embedded database ${JSON.stringify(url)}`);
+  if (url === "memory://" || url === "pglite:memory") return openPglite(undefined, `The embedded database ${JSON.stringify(url)}`, env);
+  if (url.startsWith("pglite:")) return openPglite(resolve(url.slice("pglite:".length)), `The embedded database ${JSON.stringify(url)}`, env);
   if (url.startsWith("postgres://") || url.startsWith("postgresql://")) return openPostgres(resolvePostgresSettings(resolved, env));
   throw new ConfigError(
     `Unsupported database ${JSON.stringify(url.replace(/:[^:@/]*@/, ":***@"))}: use a postgres:// URL, "memory://" for in-memory PGlite, or "pglite:<dir>" for PGlite on disk.`,
