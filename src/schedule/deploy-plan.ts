@@ -31,7 +31,10 @@ export interface PlanRow {
   readonly key: string;
   readonly jobName: string;
   readonly identity: RowIdentity | null;
+  /** The last slot handled, or the row's creation instant while `handled` is false. */
   readonly lastSlotMs: number;
+  /** False while no slot was handled (claimed, skipped or repaired) since the row was created: the entry never fired. */
+  readonly handled: boolean;
   readonly updatedMs: number;
   /** Live jobs of this row (its `schedule_key`). */
   readonly queued: number;
@@ -217,6 +220,8 @@ function planRow(row: DeployLedgerRow, input: DeployPlanInput, groups: readonly 
     jobName: row.job_name,
     identity: identityOf(input.namespace, row.key),
     lastSlotMs: row.slot_ms,
+    // As the status reads it (src/db/sql/ledger.ts): a row no pass has handled still has its creation instant.
+    handled: row.updated_ms !== row.created_ms,
     updatedMs: row.updated_ms,
     queued,
     running: sum(groups.map((group) => group.running)),
