@@ -5,7 +5,7 @@
 // The CommonJS build that `require("cronledger")`, drizzle-kit's schema loader and other
 // CommonJS loaders read: esbuild bundles the same sources (src/index.ts, src/schema.ts)
 // into dist/cjs/*.cjs, dependencies left external. `import.meta.url` (src/package-root.ts,
-// src/db/pglite-template.ts) becomes the bundle's own file URL. CommonJS consumers get
+// src/db/pglite.ts) becomes the bundle's own file URL. CommonJS consumers get
 // the declarations tsc wrote, copied under dist/cjs/, whose package.json marks them
 // CommonJS so TypeScript does not read them as ESM ones.
 import { build } from "esbuild";
@@ -25,7 +25,8 @@ await build({
   platform: "node",
   format: "cjs",
   target: "node20",
-  sourcemap: true,
+  // No source maps: they were most of the tarball, and the bundle is readable as it is.
+  sourcemap: false,
   // esbuild's documented stand-in for import.meta.url in CommonJS output.
   inject: ["scripts/cjs-import-meta-url.mjs"],
   define: { "import.meta.url": "importMetaUrl" },

@@ -276,6 +276,8 @@ export class Cronledger {
       return findEntry(this.entries, name);
     } catch (error) {
       if (!(error instanceof EntryNotFoundError)) throw error;
+      const chore = [...this.scheduler.choreEntries].find((entry) => [entry.jobName, entry.identity, entry.ledgerKey, entry.entryKey].includes(name));
+      if (chore !== undefined || name === REAP_JOB || name === PRUNE_JOB) throw choreNamed(chore?.jobName ?? name);
       await this.ensureSchema();
       const dynamic = await this.schedules.resolved(name);
       if (dynamic === undefined) throw error;
@@ -504,4 +506,13 @@ export class Cronledger {
 
 export function createCronledger(options: CronledgerOptions = {}): Cronledger {
   return new Cronledger(options);
+}
+
+/** An operator named one of cronledger's own chores where an entry of the application's schedule belongs. */
+function choreNamed(job: string): InvalidArgumentError {
+  const does = job === REAP_JOB ? "returns to the queue the jobs whose worker died" : "drops finished jobs past their retention and workers that stopped reporting";
+  return new InvalidArgumentError(
+    `${job} is one of cronledger's chores (it ${does}), not an entry of your schedule: chores cannot be paused, resumed, run now or backfilled. ` +
+      "The `chores` option of createCronledger() or the config says whether and when they run.",
+  );
 }

@@ -329,7 +329,7 @@ export class JobNotRegisteredError extends CronledgerError {
   }
 }
 
-/** A payload that fails its job's zod schema; nothing was written. */
+/** A payload that fails its job's schema (zod, valibot, any Standard Schema); nothing was written. */
 export class PayloadValidationError extends CronledgerError {
   readonly jobName: string;
   readonly issues: readonly string[];
@@ -337,7 +337,7 @@ export class PayloadValidationError extends CronledgerError {
   constructor(jobName: string, issues: readonly string[], context?: string) {
     super(
       "invalid_payload",
-      `Payload for job "${jobName}"${context ? ` (${context})` : ""} does not match its schema: ${issues.join("; ")}. Fix the payload or the job's zod schema; nothing was written.`,
+      `Payload for job "${jobName}"${context ? ` (${context})` : ""} does not match its schema: ${issues.join("; ")}. Fix the payload or the job's schema; nothing was written.`,
     );
     this.jobName = jobName;
     this.issues = issues;

@@ -62,7 +62,7 @@ export { entryPauseDocument, triggeredDocument } from "./wire/entries.js";
 export type { EntryPauseDocument, TriggeredDocument } from "./wire/entries.js";
 export { backfillDocument } from "./wire/backfill.js";
 export type { BackfillDocument, BackfillSlotDocument } from "./wire/backfill.js";
-export type { PreflightDocument, PreflightProblemDocument, SlotDocument, TickDocument, UnquarantinedDocument } from "./wire/commands.js";
+export type { CliErrorDocument, PreflightDocument, PreflightProblemDocument, SlotDocument, TickDocument, UnquarantinedDocument } from "./wire/commands.js";
 export { nextDocument } from "./wire/upcoming.js";
 export { planDocument } from "./wire/plan.js";
 export type { CarriedDocument, PlanDocument, PlanEntryDocument, PlanRemovedDocument, PlanRowDocument } from "./wire/plan.js";

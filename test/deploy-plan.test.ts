@@ -168,6 +168,18 @@ describe("cronledger plan against a live ledger", () => {
     }
   });
 
+  it("says a removed row that never fired never fired, instead of calling its creation its last slot", async () => {
+    const result = await cli(["plan", "--config", BROKEN_CONFIG, "--at", AT]);
+    // The line under the removed row's head.
+    const removed = (job: string) => new RegExp(`\`${job.replace(".", "\\.")}\` [^\n]*\n\\s+(its row retires[^\n]*)`).exec(result.stdout)?.[1] ?? "";
+    expect(removed("gone.job")).toMatch(/its last slot was 2030-01-07T09:10:00\.000Z/);
+    expect(removed("keep.paused")).toMatch(/it never fired \(its row was created \d{4}-/);
+    expect(removed("keep.paused")).not.toContain("last slot");
+    const json = JSON.parse((await cli(["plan", "--config", BROKEN_CONFIG, "--at", AT, "--json"])).stdout) as PlanDocument;
+    const rows = Object.fromEntries(json.removed.map((item) => [item.row.job, item.row.handled]));
+    expect(rows).toMatchObject({ "gone.job": true, "keep.paused": false });
+  });
+
   it("prints text and markdown that say the same, with the verdict last", async () => {
     const text = await cli(["plan", "--config", NEW_CONFIG, "--at", AT]);
     expect(text.code).toBe(3);

@@ -1,29 +1,36 @@
 import { existsSync, mkdtempSync, realpathSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { afterEach, beforeEach, expect, it } from "vitest";
 import { createCronledger } from "../src/cronledger.js";
-import { templateFile } from "../src/db/pglite-template.js";
+import { CACHE_DIR_ENV, cacheDir, templateFile } from "../src/db/pglite-template.js";
 import { defineJob } from "../src/jobs/define-job.js";
 import type { Logger } from "../src/log.js";
 import { defineSchedule } from "../src/schedule/define-schedule.js";
+import { REPO_ROOT } from "./support/child.js";
 import { jobCount } from "./support/ledger.js";
 
 const ping = defineJob({ name: "embedded.ping", run: () => {} });
 const schedule = defineSchedule([{ job: ping, cron: "*/10 * * * * *" }]);
 const T0 = new Date("2026-06-01T12:00:01.000Z");
+/** The first new embedded database builds the template (initdb in WebAssembly, in a child process): slow on a shared machine. */
+const FIRST_USE_TIMEOUT_MS = 240_000;
 
 let directory: string;
-let previous: { cwd: string; databaseUrl: string | undefined };
+let previous: { cwd: string; databaseUrl: string | undefined; cacheDir: string | undefined };
 beforeEach(() => {
   directory = realpathSync(mkdtempSync(join(tmpdir(), "cronledger-embedded-")));
-  previous = { cwd: process.cwd(), databaseUrl: process.env.DATABASE_URL };
+  previous = { cwd: process.cwd(), databaseUrl: process.env.DATABASE_URL, cacheDir: process.env[CACHE_DIR_ENV] };
   delete process.env.DATABASE_URL;
+  // An empty cache of its own: the test sees the template built on first use.
+  process.env[CACHE_DIR_ENV] = join(directory, "cache");
   process.chdir(directory);
 });
 afterEach(() => {
   process.chdir(previous.cwd);
   if (previous.databaseUrl !== undefined) process.env.DATABASE_URL = previous.databaseUrl;
+  if (previous.cacheDir === undefined) delete process.env[CACHE_DIR_ENV];
+  else process.env[CACHE_DIR_ENV] = previous.cacheDir;
   rmSync(directory, { recursive: true, force: true });
 });
 
@@ -33,10 +40,12 @@ function recordingLogger(lines: string[]): Logger {
 }
 
 it("without database or DATABASE_URL, runs migrations and ticks on PGlite in ./.cronledger, and keeps the ledger across restarts", async () => {
-  // `npm run build` (pretest) leaves the initialised cluster that new embedded databases start from.
-  expect(existsSync(templateFile())).toBe(true);
+  // Not shipped in the package: the first new embedded database builds the initialised cluster that later ones start from.
+  expect(dirname(templateFile())).toBe(join(directory, "cache"));
+  expect(existsSync(templateFile())).toBe(false);
   const lines: string[] = [];
   const first = createCronledger({ jobs: [ping], schedule, logger: recordingLogger(lines) });
+  expect(existsSync(templateFile())).toBe(true);
   try {
     expect(first.database.kind).toBe("pglite");
     expect(lines).toEqual([`using embedded PGlite at ${join(directory, ".cronledger")}`]);
@@ -58,4 +67,10 @@ it("without database or DATABASE_URL, runs migrations and ticks on PGlite in ./.
   } finally {
     await second.close();
   }
+}, FIRST_USE_TIMEOUT_MS);
+
+it("keeps the template in node_modules/.cache/cronledger unless CRONLEDGER_CACHE_DIR says where", () => {
+  // This checkout is not installed in a node_modules: its own node_modules holds the cache.
+  expect(cacheDir({})).toBe(join(REPO_ROOT, "node_modules", ".cache", "cronledger"));
+  expect(cacheDir({ [CACHE_DIR_ENV]: "/var/cache/app" })).toBe("/var/cache/app");
 });

@@ -286,5 +286,7 @@ console.log(ledger.database.kind, worked.succeeded);
     const env = { ...process.env, DATABASE_URL: "" };
     expect((await run(process.execPath, ["main.js"], { cwd: esm, env })).stdout.trim()).toBe("pglite 1");
     expect((await run(process.execPath, ["main.js"], { cwd: cjs, env })).stdout.trim()).toBe("pglite 1");
+    // Not shipped: the first embedded database built the template in the app's node_modules/.cache.
+    expect(readdirSync(join(root, "node_modules", ".cache", "cronledger"))).toEqual([expect.stringMatching(/^pglite-[\d.]+\.tar\.gz$/)]);
   }, TIMEOUT_MS);
 });

@@ -24,12 +24,19 @@ export const ENTRY_ACTION_PATH = /^\/admin\/scheduler\/entries\/(pause|resume|tr
 /** Who an admin request says it is: the body's `by`, else the surface. Bounded by the ledger. */
 const ADMIN_OPERATOR = "admin";
 
+/** The JSON body each action reads, for the error that says what to send. */
+const BODY_EXAMPLES: Readonly<Record<string, string>> = {
+  pause: '{"entry": "<key>", "note": "...", "by": "..."}',
+  resume: '{"entry": "<key>", "by": "..."}',
+  trigger: '{"entry": "<key>", "request_id": "...", "by": "..."}',
+};
+
 /** The body's fields, from JSON or a form post. */
-async function bodyFields(request: Request): Promise<Record<string, string>> {
+async function bodyFields(request: Request, verb: string): Promise<Record<string, string>> {
   const type = request.headers.get("content-type") ?? "";
   if (type.includes("application/json")) {
     const parsed: unknown = await request.json().catch(() => {
-      throw new InvalidArgumentError("The request body is not valid JSON; send {\"entry\": \"<key>\", \"note\": \"...\", \"by\": \"...\"}.");
+      throw new InvalidArgumentError(`The request body is not valid JSON; send ${BODY_EXAMPLES[verb] ?? BODY_EXAMPLES.pause}.`);
     });
     if (typeof parsed !== "object" || parsed === null) throw new InvalidArgumentError("The request body must be a JSON object.");
     return Object.fromEntries(Object.entries(parsed).filter((pair): pair is [string, string] => typeof pair[1] === "string"));
@@ -45,7 +52,7 @@ export interface EntryActionResult {
 }
 
 export async function runEntryAction(ledger: EntryActionsLedger, verb: string, request: Request): Promise<EntryActionResult> {
-  const fields = await bodyFields(request);
+  const fields = await bodyFields(request, verb);
   const entry = fields.entry?.trim() ?? "";
   if (entry === "") throw new InvalidArgumentError("Name the entry: send `entry` (its key, job name or identity, as the status lists them).");
   const by = fields.by?.trim() || ADMIN_OPERATOR;

@@ -3,6 +3,7 @@ import { redact, redactError } from "../redact.js";
 import { describeDatabaseError, diagnoseDatabaseError } from "../db/diagnose.js";
 import { CronledgerError } from "../errors.js";
 import { closest } from "../suggest.js";
+import { cliErrorDocument, type CliFailure } from "../wire/commands.js";
 import { parseArgs, UsageError } from "./args.js";
 import type { CliIO, Command } from "./command.js";
 import { backfill } from "./commands/backfill.js";
@@ -74,15 +75,32 @@ export async function main(argv: readonly string[], io: CliIO): Promise<number> 
     }
     return await command.run(args, { ...io, verbose });
   } catch (error) {
+    const failure = describeFailure(error);
+    // A script that asked for JSON reads stdout: it gets the error as a document there, the person watching the line on stderr.
+    if (jsonRequested(rest)) io.stdout(JSON.stringify(cliErrorDocument(failure), null, 2));
     if (error instanceof UsageError) {
-      io.stderr(`error: ${error.message}`);
+      io.stderr(`error: ${failure.message}`);
       return 2;
     }
-    io.stderr(redact(errorLine(error)));
+    io.stderr(failure.line);
     // The stack and the statement drizzle wrapped the cause in are for whoever asks: --verbose or DEBUG.
     if (verbose && error instanceof Error) io.stderr(redactError(error) + (error.stack ? `\n${error.stack.split("\n").slice(1).join("\n")}` : ""));
     return 1;
   }
+}
+
+/** `--json`, `--format json` or `--format=json` among a command's arguments. */
+function jsonRequested(args: readonly string[]): boolean {
+  return args.some((arg, index) => arg === "--json" || arg === "--format=json" || (arg === "--format" && args[index + 1] === "json"));
+}
+
+/** A failed command's code, message and one line, redacted. */
+function describeFailure(error: unknown): CliFailure {
+  if (error instanceof UsageError) return { code: error.code, message: redact(error.message), line: redact(`error: ${error.message}`), exitCode: 2 };
+  const diagnosis = diagnoseDatabaseError(error);
+  if (diagnosis) return { code: diagnosis.problem, message: redact(diagnosis.message), line: redact(errorLine(error)), exitCode: 1 };
+  if (error instanceof CronledgerError) return { code: error.code, message: redact(error.message), line: redact(errorLine(error)), exitCode: 1 };
+  return { code: "internal_error", message: redact(describeDatabaseError(error)), line: redact(errorLine(error)), exitCode: 1 };
 }
 
 /**

@@ -146,7 +146,7 @@ function removed(item: RemovedRow): { head: string; details: string[] } {
   return {
     head: `${rowName(row)}${item.chore ? " (chore)" : ""}`,
     details: [
-      `its row retires after the prune grace, not before ${iso(item.retiresAtMs)}; its last slot was ${iso(row.lastSlotMs)}`,
+      `its row retires after the prune grace, not before ${iso(item.retiresAtMs)}; ${row.handled ? `its last slot was ${iso(row.lastSlotMs)}` : `it never fired (its row was created ${iso(row.lastSlotMs)})`}`,
       `${plural(row.queued, "queued job")}, ${row.running} running; ${registered}`,
       ...carriedLines(row.carried),
     ],

@@ -159,9 +159,9 @@ function openPostgres(settings: PostgresSettings): Database {
   };
 }
 
-function openPglite(dataDir: string | undefined, purpose: string): Database {
+function openPglite(dataDir: string | undefined, purpose: string, env: NodeJS.ProcessEnv): Database {
   const { PGlite, version } = loadPglite(purpose);
-  const loadDataDir = templateFor(dataDir, version);
+  const loadDataDir = templateFor(dataDir, env, version);
   const options = loadDataDir === undefined ? {} : { loadDataDir };
   if (dataDir !== undefined) mkdirSync(dataDir, { recursive: true });
   const client = dataDir === undefined ? new PGlite(options) : new PGlite(dataDir, options);
@@ -208,7 +208,7 @@ export function openDatabase(setting: ResolvedDatabaseSetting | undefined, env: 
           'cronledger does not fall back to the embedded PGlite database in production; to use it on purpose, set database to "pglite:./.cronledger".',
       );
     }
-    return openPglite(resolve(DEFAULT_EMBEDDED_DIR), `No database is configured (no DATABASE_URL), so cronledger would use the embedded database in ./${DEFAULT_EMBEDDED_DIR}; it`);
+    return openPglite(resolve(DEFAULT_EMBEDDED_DIR), `No database is configured (no DATABASE_URL), so cronledger would use the embedded database in ./${DEFAULT_EMBEDDED_DIR}; it`, env);
   }
   switch (resolved.kind) {
     case "open":
@@ -216,7 +216,7 @@ export function openDatabase(setting: ResolvedDatabaseSetting | undefined, env: 
     case "app-pglite":
       return wrapPglite(resolved.client, "the application's PGlite database", false);
     case "embedded":
-      return openPglite(resolved.dataDir, `The embedded database ${JSON.stringify(resolved.url)}`);
+      return openPglite(resolved.dataDir, `The embedded database ${JSON.stringify(resolved.url)}`, env);
     case "postgres":
       return openPostgres(resolvePostgresSettings(resolved.setting, env));
   }

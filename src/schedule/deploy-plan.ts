@@ -5,7 +5,8 @@
  * ledger is the state, the config the desired state, the plan their
  * difference. Slots come from upcoming.ts, so the plan's first fires are
  * the ones `cronledger next` prints and the pass fires. See docs/decisions.md,
- * "Upcoming slots and the deploy plan", for what each kind means.
+ * "Upcoming slots and the deploy plan", for what each kind means. A little
+ * over 350 lines: every kind of change and what each row carries, in one place.
  */
 import { readDeployState, type DeployJobGroup, type DeployLedgerRow, type DeployRead } from "../db/sql/deploy.js";
 import type { Executor } from "../db/executor.js";
@@ -31,7 +32,9 @@ export interface PlanRow {
   readonly key: string;
   readonly jobName: string;
   readonly identity: RowIdentity | null;
+  /** The last slot handled, or while `handled` (updated since created, as the status reads it) is false the row's creation. */
   readonly lastSlotMs: number;
+  readonly handled: boolean;
   readonly updatedMs: number;
   /** Live jobs of this row (its `schedule_key`). */
   readonly queued: number;
@@ -217,6 +220,7 @@ function planRow(row: DeployLedgerRow, input: DeployPlanInput, groups: readonly 
     jobName: row.job_name,
     identity: identityOf(input.namespace, row.key),
     lastSlotMs: row.slot_ms,
+    handled: row.updated_ms !== row.created_ms,
     updatedMs: row.updated_ms,
     queued,
     running: sum(groups.map((group) => group.running)),

@@ -127,3 +127,23 @@ export interface UnquarantinedDocument extends Versioned {
 export function unquarantinedDocument(key: string, cleared: { readonly key: string; readonly jobName: string; readonly wasQuarantined: boolean } | null): UnquarantinedDocument {
   return { version: WIRE_VERSION, cleared: cleared !== null, key: cleared?.key ?? key, job: cleared?.jobName ?? null, was_quarantined: cleared?.wasQuarantined ?? false };
 }
+
+/** A failed CLI command, as `--json` prints it. */
+export interface CliFailure {
+  /** The stable code of src/errors.ts, or a database problem's (`connection_refused`...), or `internal_error`. */
+  readonly code: string;
+  readonly message: string;
+  /** The line printed on stderr. */
+  readonly line: string;
+  /** 2: the command line itself is wrong; 1: the command failed. */
+  readonly exitCode: 1 | 2;
+}
+
+/** `cronledger <command> --json` that failed: on stdout, so a script reading it never parses an empty output. */
+export interface CliErrorDocument extends Versioned {
+  readonly error: { readonly code: string; readonly message: string; readonly exit_code: 1 | 2 };
+}
+
+export function cliErrorDocument(failure: CliFailure): CliErrorDocument {
+  return { version: WIRE_VERSION, error: { code: failure.code, message: failure.message, exit_code: failure.exitCode } };
+}

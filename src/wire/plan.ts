@@ -14,7 +14,10 @@ export interface PlanRowDocument {
   readonly key: string;
   readonly job: string;
   readonly identity: { readonly job: string; readonly key: string | null; readonly cron: string; readonly timezone: string } | null;
+  /** The row's creation instant while `handled` is false. */
   readonly last_enqueued_slot: string;
+  /** False while the entry never fired: no slot was handled since the row was created. */
+  readonly handled: boolean;
   readonly queued: number;
   readonly running: number;
   readonly carried: CarriedDocument;
@@ -83,6 +86,7 @@ function rowDocument(row: PlanRow): PlanRowDocument {
     job: row.jobName,
     identity: identity === null ? null : { job: identity.jobName, key: identity.entryKey ?? null, cron: identity.cron, timezone: identity.timezone },
     last_enqueued_slot: date(row.lastSlotMs),
+    handled: row.handled,
     queued: row.queued,
     running: row.running,
     carried: carriedDocument(row.carried),

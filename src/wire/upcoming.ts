@@ -1,3 +1,4 @@
+import type { InvalidScheduleEntry } from "../schedule/scheduler.js";
 import type { UpcomingEntry, UpcomingSlot } from "../schedule/upcoming.js";
 import { iso, WIRE_VERSION, type Versioned } from "./version.js";
 
@@ -35,6 +36,14 @@ export interface UpcomingEntryDocument {
 export interface NextDocument extends Versioned {
   readonly from: string;
   readonly entries: readonly UpcomingEntryDocument[];
+  /** Invalid entries of the config, left out of `entries` (the command then exits 1): schedule[index], its job and its problems. */
+  readonly invalid: readonly InvalidEntryDocument[];
+}
+
+export interface InvalidEntryDocument {
+  readonly index: number;
+  readonly job: string | null;
+  readonly problems: readonly NoteDocument[];
 }
 
 export function upcomingEntryDocument(upcoming: UpcomingEntry): UpcomingEntryDocument {
@@ -61,6 +70,11 @@ export function upcomingSlotDocument(slot: UpcomingSlot): UpcomingSlotDocument {
   };
 }
 
-export function nextDocument(fromMs: number, entries: readonly UpcomingEntry[]): NextDocument {
-  return { version: WIRE_VERSION, from: iso(new Date(fromMs)), entries: entries.map(upcomingEntryDocument) };
+export function nextDocument(fromMs: number, entries: readonly UpcomingEntry[], invalid: readonly InvalidScheduleEntry[] = []): NextDocument {
+  return {
+    version: WIRE_VERSION,
+    from: iso(new Date(fromMs)),
+    entries: entries.map(upcomingEntryDocument),
+    invalid: invalid.map((entry) => ({ index: entry.index, job: entry.jobName, problems: entry.problems.map((problem) => ({ code: problem.code, message: problem.message })) })),
+  };
 }

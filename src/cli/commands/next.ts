@@ -1,11 +1,12 @@
 import { parseConfig } from "../../options.js";
-import { loadEntries } from "../../schedule/scheduler.js";
+import { loadEntries, type InvalidScheduleEntry } from "../../schedule/scheduler.js";
 import { upcomingSlots, type UpcomingEntry } from "../../schedule/upcoming.js";
 import type { ResolvedEntry } from "../../schedule/validate.js";
 import { closest } from "../../suggest.js";
 import { nextDocument } from "../../wire/upcoming.js";
 import { instantOption, integerOption, UsageError, type ParsedArgs } from "../args.js";
 import { CONFIG_OPTION, JSON_OPTION, type CliIO, type Command } from "../command.js";
+import { plural } from "../format.js";
 import { loadConfig, requireConfigFile } from "../load-config.js";
 
 export const DEFAULT_NEXT_COUNT = 10;
@@ -17,7 +18,8 @@ export const next: Command = {
     "Reads the config only (no database): the same calendar the ticker fires by. Name entries by their `key`, job name or\n" +
     "identity; none names every entry. Notes: a wall time a DST change skips (the slot shifted, and to when), a repeated\n" +
     "hour (fires once or twice, and which), the jitter range, a catch-up window shorter than the gap between slots.\n" +
-    "Invalid entries are reported on stderr and left out (`cronledger preflight` checks them).",
+    "Invalid entries are reported on stderr and left out, and the command then exits 1 after printing the valid ones\n" +
+    "(`cronledger preflight` checks them).",
   argument: { name: "[KEY...]", description: "entries to show, by key, job name or identity (default: all)", many: true },
   options: [
     CONFIG_OPTION,
@@ -28,17 +30,20 @@ export const next: Command = {
   async run(args, io) {
     const count = integerOption(args, "count", 1, 1_000) ?? DEFAULT_NEXT_COUNT;
     const fromMs = instantOption(args, "from") ?? Date.now();
-    const entries = await configEntries(args, io);
+    const { entries, invalid } = await configEntries(args, io);
     const chosen = selectEntries(entries, args.arguments);
     const upcoming = chosen.map((entry) => upcomingSlots(entry, fromMs, count));
-    if (args.boolean("json")) io.stdout(JSON.stringify(nextDocument(fromMs, upcoming), null, 2));
+    if (args.boolean("json")) io.stdout(JSON.stringify(nextDocument(fromMs, upcoming, invalid), null, 2));
     else for (const line of describeUpcoming(upcoming)) io.stdout(line);
-    return 0;
+    if (invalid.length === 0) return 0;
+    // A list that silently misses entries reads as the whole schedule: exit 1, as preflight does for the same config.
+    io.stderr(`${plural(invalid.length, "invalid schedule entry", "invalid schedule entries")} left out of this list: fix ${invalid.length === 1 ? "it" : "them"} (\`cronledger preflight\`).`);
+    return 1;
   },
 };
 
-/** The config's valid entries, as createCronledger loads them; invalid ones are reported on stderr and left out. */
-export async function configEntries(args: ParsedArgs, io: CliIO): Promise<readonly ResolvedEntry[]> {
+/** The config's valid entries, as createCronledger loads them, and the invalid ones left out, each problem reported on stderr. */
+export async function configEntries(args: ParsedArgs, io: CliIO): Promise<{ entries: readonly ResolvedEntry[]; invalid: readonly InvalidScheduleEntry[] }> {
   const file = requireConfigFile(args, io);
   const config = parseConfig(await loadConfig(file), file);
   const loaded = loadEntries(config.schedule ?? [], [], config.jobs, {
@@ -50,7 +55,7 @@ export async function configEntries(args: ParsedArgs, io: CliIO): Promise<readon
   for (const entry of loaded.invalid) {
     for (const problem of entry.problems) io.stderr(`error [${problem.code}] ${problem.message} (left out; run \`cronledger preflight\`)`);
   }
-  return loaded.entries;
+  return { entries: loaded.entries, invalid: loaded.invalid };
 }
 
 /** The entries a list of names picks (key, job name or identity), in schedule order; every entry for none. */

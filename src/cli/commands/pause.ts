@@ -3,11 +3,14 @@ import type { EntryPauseResult } from "../../operators/operations.js";
 import { entryPauseDocument } from "../../wire/entries.js";
 import { UsageError } from "../args.js";
 import { CONFIG_OPTION, JSON_OPTION, type CliIO, type Command } from "../command.js";
-import type { ParsedArgs } from "../args.js";
+import type { OptionSpec, ParsedArgs } from "../args.js";
 import { assertMigrated, withLedger } from "../open-ledger.js";
 
 export const ENTRY_ARGUMENT = { name: "<entry>", description: "the entry's key, its job name (when one entry runs it) or its identity, as `cronledger status` lists them" };
-export const BY_OPTION = { name: "by", type: "string", value: "<who>", description: "who asks, kept with the pause (default: cli:<your user name>)" } as const;
+/** --by, described for what the command does with it. */
+export function byOption(keptAs: string): OptionSpec {
+  return { name: "by", type: "string", value: "<who>", description: `who asks, ${keptAs} (default: cli:<your user name>)` };
+}
 
 /** Who a CLI invocation is: --by, else the OS user. */
 export function operator(args: ParsedArgs, io: CliIO): string {
@@ -47,7 +50,7 @@ export const pause: Command = {
     "The pause lives in the entry's ledger row: it holds on every replica within one pass, and across restarts and deploys that keep the entry's timing.\n" +
     "Pausing a paused entry keeps it paused and replaces who and the note. `cronledger resume <entry>` ends it; the next slot fires, never the paused ones.",
   argument: ENTRY_ARGUMENT,
-  options: [CONFIG_OPTION, JSON_OPTION, { name: "note", type: "string", value: "<text>", description: "why, shown with the pause on the page and in the status" }, BY_OPTION],
+  options: [CONFIG_OPTION, JSON_OPTION, { name: "note", type: "string", value: "<text>", description: "why, shown with the pause on the page and in the status" }, byOption("kept with the pause")],
   run: async (args, io) => {
     const entry = entryArgument(args, "pause");
     return withLedger(args, io, "schedule", async (ledger) => {
@@ -62,7 +65,7 @@ export const resume: Command = {
   name: "resume",
   summary: "resume a paused schedule entry: its next slot fires as usual",
   argument: ENTRY_ARGUMENT,
-  options: [CONFIG_OPTION, JSON_OPTION, BY_OPTION],
+  options: [CONFIG_OPTION, JSON_OPTION, byOption("in the log line of the resume")],
   run: async (args, io) => {
     const entry = entryArgument(args, "resume");
     return withLedger(args, io, "schedule", async (ledger) => {

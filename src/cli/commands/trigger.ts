@@ -1,7 +1,7 @@
 import { triggeredDocument } from "../../wire/entries.js";
 import { CONFIG_OPTION, JSON_OPTION, type Command } from "../command.js";
 import { assertMigrated, withLedger } from "../open-ledger.js";
-import { BY_OPTION, ENTRY_ARGUMENT, entryArgument, operator } from "./pause.js";
+import { byOption, ENTRY_ARGUMENT, entryArgument, operator } from "./pause.js";
 
 export const trigger: Command = {
   name: "trigger",
@@ -14,7 +14,7 @@ export const trigger: Command = {
     CONFIG_OPTION,
     JSON_OPTION,
     { name: "request-id", type: "string", value: "<id>", description: "idempotency key of this request (letters, digits, . _ : -); default a fresh one" },
-    BY_OPTION,
+    byOption("kept with the job: its handler reads it as ctx.schedule.trigger.by"),
   ],
   run: async (args, io) => {
     const entry = entryArgument(args, "trigger");

@@ -56,6 +56,7 @@ export const worker: Command = {
           `${settings.queues ? `, queues ${settings.queues.join(",")}` : ""}${settings.concurrency ? `, concurrency ${settings.concurrency}` : ""}. ` +
           "Ctrl-C or SIGTERM stops it gracefully.",
       );
+      if (startedByNpm(io.env)) stopWhenOrphaned(io);
     } catch (error) {
       await server?.close();
       await ledger.close();
@@ -104,6 +105,34 @@ async function startAdmin(ledger: Cronledger, admin: AdminSettings, io: CliIO): 
   });
   io.stderr(`cronledger admin at ${server.url}/admin/scheduler${admin.token === undefined ? " (no token: loopback only)" : ""}`);
   return server;
+}
+
+/** How often a worker started by npm looks for its parent: a stop is noticed within this much of npm's exit. */
+const ORPHAN_POLL_MS = 500;
+
+/** `npx cronledger worker`, `npm exec` and `npm run` set these in the command's environment. */
+function startedByNpm(env: NodeJS.ProcessEnv): boolean {
+  return Boolean(env.npm_command || env.npm_execpath);
+}
+
+/**
+ * npm 11 answers SIGTERM by passing it to the `sh -c` it runs the command in
+ * and exiting; that shell (dash) dies without passing it on, so the worker
+ * would run on as an orphan and, in a container, be SIGKILLed with its jobs
+ * at the end of the grace period. A changed parent process means npm is gone:
+ * the worker stops as on SIGTERM, by sending it to itself, so the runtime's
+ * one graceful stop runs. Containers should run node_modules/.bin/cronledger
+ * directly, which gets the signal itself (docs/operations.md).
+ */
+function stopWhenOrphaned(io: CliIO): void {
+  const parent = process.ppid;
+  const timer = setInterval(() => {
+    if (process.ppid === parent) return;
+    clearInterval(timer);
+    io.stderr(`cronledger worker: npm (its parent process ${parent}) exited without passing a signal on; stopping as on SIGTERM.`);
+    process.kill(process.pid, "SIGTERM");
+  }, ORPHAN_POLL_MS);
+  timer.unref();
 }
 
 /** "a, b" as the queues it names; the schema says when there is none. */
