@@ -193,17 +193,27 @@ export class GuardedSocket extends EventEmitter {
   private received(chunk: Buffer): void {
     const whole = this.messages.push(chunk);
     let offset = 0;
+    let passed = 0;
     while (offset < whole.length) {
+      const type = whole[offset] as number;
       const length = whole.readInt32BE(offset + 1) + 1;
-      const failure = this.inspect(whole[offset] as number, whole, offset + 5, offset + length);
+      // An error that cuts a result short (a cancel, a statement timeout, a division by zero at the fifth row) ends it
+      // first: postgres.js resets its row count only at a CommandComplete, and its next result would start with holes.
+      if (type === ERROR_RESPONSE && this.midResult) {
+        this.pass(whole.subarray(passed, offset));
+        passed = offset;
+        this.midResult = false;
+        this.pass(COMMAND_COMPLETE);
+      }
+      const failure = this.inspect(type, whole, offset + 5, offset + length);
       if (failure) {
-        this.pass(whole.subarray(0, offset));
+        this.pass(whole.subarray(passed, offset));
         this.serverEnded(failure);
         return;
       }
       offset += length;
     }
-    this.pass(whole);
+    this.pass(whole.subarray(passed));
     if (this.idleCheck !== undefined) {
       const writes = this.idleCheck;
       this.idleCheck = undefined;
