@@ -46,6 +46,8 @@ export interface StormProxy {
   readonly injections: readonly Injection[];
   /** Injects the plan's faults, each on a connection picked at random; resolves once all went out. */
   storm(plan: StormPlan): Promise<void>;
+  /** The connections still open, with where their protocol stands and their last messages. */
+  describe(): string[];
   close(): Promise<void>;
 }
 
@@ -59,6 +61,11 @@ function errorMessage(severity: "ERROR" | "FATAL", code: string, text: string): 
 
 const CANCELLED = errorMessage("ERROR", "57014", "canceling statement due to user request");
 const TERMINATED = errorMessage("FATAL", "57P01", "terminating connection due to administrator command");
+/** An Execute of a portal that does not exist: the server fails the statement's implicit transaction and skips to the Sync. */
+const POISON = message("E", Buffer.concat([Buffer.from("cl_storm_poison\0"), Buffer.alloc(4)]));
+const FLUSH = message("H", Buffer.alloc(0));
+/** The server's messages that end an Execute's answer: CommandComplete, ErrorResponse, EmptyQueryResponse, PortalSuspended. */
+const RESULT_END = new Set(["C", "E", "I", "s"]);
 
 /** One client connection and its upstream, with what the proxy knows of where their protocol stands. */
 class Session {
@@ -67,11 +74,20 @@ class Session {
   syncs = 0;
   /** A Flush went out with no Sync after it: a statement described first awaits its description. */
   flushed = false;
+  /**
+   * An Execute went out and its Sync is held here until the server has answered the Execute, so a cancel can still
+   * fail the statement on the server: until the Sync, its implicit transaction is not committed.
+   */
+  executing = false;
+  /** The Sync held, and the client's messages after it, in order. */
+  held: Buffer[] | undefined;
   /** Messages of the current answer passed to the client so far. */
   answered = 0;
   /** A cancel was injected: the server's messages are dropped up to the next ReadyForQuery. */
   dropping = false;
   ended = false;
+  /** The last messages each way (`c:P`, `s:D`) and injections, for a test's failure report. */
+  readonly trail: string[] = [];
   /** An armed fault fires at the server message this many messages from now. */
   armed: { fault: StormFault; countdown: number; fired: (injection: Injection) => void } | undefined;
 
@@ -81,40 +97,78 @@ class Session {
     readonly upstream: Socket,
   ) {}
 
-  get statementOpen(): boolean {
-    return this.started && (this.syncs > 0 || this.flushed);
+  /** A statement the server has not committed yet is under way: a cancel can land on it. */
+  get cancellable(): boolean {
+    return this.started && !this.dropping && (this.executing || this.flushed);
+  }
+
+  note(event: string): void {
+    this.trail.push(event);
+    if (this.trail.length > 40) this.trail.shift();
   }
 
   fromClient(data: Buffer): void {
     if (this.ended) return;
+    this.note(`c:${String.fromCharCode(data[0] as number)}`);
+    this.fromHeld(data);
+  }
+
+  /** A client message in order: behind a held Sync, or on its way. */
+  private fromHeld(data: Buffer): void {
+    if (this.held) this.held.push(data);
+    else this.forward(data);
+  }
+
+  private forward(data: Buffer): void {
     const type = String.fromCharCode(data[0] as number);
+    if (type === "E" && this.started) this.executing = true;
+    if (type === "S" && this.executing && !this.dropping) {
+      this.held = [data];
+      // The server keeps its answer in its buffer until a Sync or a Flush: this one sends it without committing.
+      this.upstream.write(FLUSH);
+      return;
+    }
     if (type === "S" || type === "Q") {
       this.syncs += 1;
       this.flushed = false;
+      this.executing = false;
     } else if (type === "H") this.flushed = true;
     this.upstream.write(data);
+  }
+
+  /** The Execute was answered: the held Sync goes, and what the client sent after it (which may hold the next Sync). */
+  private release(): void {
+    const held = this.held ?? [];
+    this.held = undefined;
+    this.executing = false;
+    for (const data of held) this.fromHeld(data);
   }
 
   fromServer(data: Buffer): void {
     if (this.ended) return;
     const type = String.fromCharCode(data[0] as number);
+    this.note(`s:${type}${this.dropping ? "(dropped)" : ""}`);
     const armed = this.armed;
-    if (armed && !this.dropping && (armed.fault === "terminate" || this.statementOpen)) {
+    if (armed && (armed.fault === "terminate" || this.cancellable)) {
       armed.countdown -= 1;
-      if (armed.countdown <= 0) this.fire(!this.started ? "startup" : this.statementOpen ? `before ${type} (message ${this.answered + 1} of the answer)` : `idle, before ${type}`);
+      if (armed.countdown <= 0) {
+        this.fire(!this.started ? "startup" : this.syncs > 0 || this.executing || this.flushed ? `before ${type} (message ${this.answered + 1} of the answer)` : `idle, before ${type}`);
+      }
       if (this.ended) return;
     }
     if (type === READY_FOR_QUERY) {
       if (this.started) this.syncs = Math.max(0, this.syncs - 1);
       this.started = true;
       this.answered = 0;
-      if (this.dropping) this.dropping = false;
+      this.dropping = false;
       this.client.write(data);
       return;
     }
-    if (this.dropping) return;
-    if (this.statementOpen) this.answered += 1;
-    this.client.write(data);
+    if (!this.dropping) {
+      this.answered += 1;
+      this.client.write(data);
+    }
+    if (this.held && RESULT_END.has(type)) this.release();
   }
 
   /** Injects the armed fault now; `point` says where the protocol stood. */
@@ -122,9 +176,14 @@ class Session {
     const armed = this.armed;
     if (!armed || this.ended) return;
     this.armed = undefined;
+    this.note(`inject ${armed.fault}`);
     if (armed.fault === "cancel") {
       this.client.write(CANCELLED);
       this.dropping = true;
+      // Ahead of the held Sync: the statement fails on the server too, and its answer is dropped up to the ReadyForQuery.
+      this.upstream.write(POISON);
+      // Nothing the server still sends ends the Execute for the client now: the Sync goes.
+      if (this.held) this.release();
     } else {
       this.ended = true;
       this.client.end(TERMINATED);
@@ -214,8 +273,8 @@ export async function startStormProxy(serverUrl: string, random: () => number = 
         };
         session.armed = armed;
         if (random() < 0.5) {
-          const now = !session.started ? "startup" : session.statementOpen ? "waiting for the answer" : "idle";
-          if (fault === "terminate" || session.statementOpen) session.fire(now);
+          const now = !session.started ? "startup" : session.syncs > 0 || session.executing || session.flushed ? "waiting for the answer" : "idle";
+          if (fault === "terminate" || session.cancellable) session.fire(now);
         }
       });
       if (fired) return;
@@ -234,6 +293,11 @@ export async function startStormProxy(serverUrl: string, random: () => number = 
         await inject(fault);
       }
     },
+    describe: () =>
+      [...sessions].map(
+        (session) =>
+          `#${session.number} started=${session.started} syncs=${session.syncs} flushed=${session.flushed} executing=${session.executing} held=${session.held?.length ?? 0} dropping=${session.dropping} ended=${session.ended}: ${session.trail.join(" ")}`,
+      ),
     async close() {
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       for (const socket of sockets) socket.destroy();
