@@ -15,7 +15,9 @@ import { until } from "./support/worker-processes.js";
  * (issue 32): postgres.js 3.4.9 wrote to a connection it had already seen
  * close and died with `TypeError: Cannot read properties of null (reading
  * 'write')` in `nextWrite`, or stalled. docs/decisions.md, "A storm of errors
- * on live connections".
+ * on live connections". Not covered yet: with PAD=1500 and RETRY_AT_ONCE=1 in the fixture (payloads over 1 KiB,
+ * which postgres.js writes at once, and failed enqueues retried at once) two runs of two stalled after the storm
+ * (claims unanswered for minutes, the proxy's connections idle): recorded there, unsolved.
  */
 const FIXTURE = fileURLToPath(new URL("./fixtures/storm-replica.ts", import.meta.url));
 const EACH = 100;
