@@ -1,3 +1,5 @@
+// The socket under cronledger's postgres.js pools. A little over 350 lines because each guard against a
+// postgres.js 3.4 protocol bug sits where the messages pass, beside the host choice and TLS it also owns.
 import { EventEmitter } from "node:events";
 import type { Socket } from "node:net";
 import type postgres from "postgres";
