@@ -431,9 +431,11 @@ export class Cronledger {
     await Promise.all([...this.created].map((worker) => worker.beat()));
     // And spares them outright: a beat that failed (the database flapping) must not let this process fail a job it
     // still runs, or one whose result waits to be written (docs/decisions.md, "A completion is fenced by its claim").
+    // Only the jobs they hold: a claim committed whose answer never arrived (its connection ended first) leaves a
+    // job locked by a live worker that does not know it, which is reaped after the lease like a dead worker's.
     return this.operations.reap(
       options.now,
-      [...this.created].map((worker) => worker.id),
+      [...this.created].flatMap((worker) => worker.heldJobIds()),
     );
   }
 

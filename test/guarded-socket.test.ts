@@ -97,6 +97,14 @@ describe("cronledger's own connections to the shared server", () => {
     for (let i = 0; i < 4; i += 1) expect(await query<{ x: number }>(db.db, sql`select ${i}::int as x`)).toEqual([{ x: i }]);
   });
 
+  it("hands the next statement its own rows after an error cut a result short (a cancel, a timeout, a division by zero)", async () => {
+    const db = open({ url: database.url, poolSize: 2 });
+    // Four rows go out, the fifth divides by zero: DataRow x4, then ErrorResponse, with no CommandComplete.
+    expect(codeOf(await errorOf(query(db.db, sql`select 1 / (5 - n) as v from generate_series(1, 10) as n`)))).toBe("22012");
+    // postgres.js 3.4 counted the four rows into the next result on that connection: [ <4 empty items>, { x: 0 } ].
+    for (let i = 0; i < 3; i += 1) expect(await query<{ x: number }>(db.db, sql`select ${i}::int as x`)).toEqual([{ x: i }]);
+  });
+
   it("hands a connection opened for a transaction to it (pooler mode reserves one per transaction)", async () => {
     const db = open({ url: database.url, pooler: "pgbouncer", poolSize: 2 });
     const inTransaction = db.db.transaction(async (tx) => query<{ x: number }>(tx, sql`select 1 as x`));

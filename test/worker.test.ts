@@ -635,6 +635,35 @@ describe("worker on postgres, in real time", () => {
     await working;
   });
 
+  it("reaps a job its own live worker never heard it claimed (the claim committed, its answer lost with the connection)", async () => {
+    store = await createTestStore("postgres", "worker_orphan_reap");
+    let finish!: () => void;
+    const release = new Promise<void>((resolve) => (finish = resolve));
+    let started!: () => void;
+    const running = new Promise<void>((resolve) => (started = resolve));
+    const long = defineJob({ name: "long.orphan", run: async () => (started(), await release) });
+    const lease = 1_000;
+    const ledger = await store.open({ jobs: [long], chores: false, lease });
+    const { id: held } = await ledger.enqueue(long);
+    const working = ledger.work({ once: true, concurrency: 1 });
+    await running;
+    // Another job, locked by that same live worker as a committed claim whose answer never reached it leaves it.
+    const [worker] = await rows<{ locked_by: string }>(ledger, sql`select locked_by from cronledger.job_queue where id = ${held}`);
+    const [inserted] = await rows<{ id: number }>(
+      ledger,
+      sql`insert into cronledger.job_queue (job_name, status, attempts, max_attempts, locked_by, started_at, heartbeat_at)
+          values ('long.orphan', 'running', 1, 3, ${worker!.locked_by}, now() - interval '10 seconds', now() - interval '10 seconds') returning id::float8 as id`,
+    );
+    const orphan = inserted!.id;
+    await rows(ledger, sql`update cronledger.job_queue set heartbeat_at = now() - interval '10 seconds' where id = ${held}`);
+    // The held one is spared; the orphan, which nothing in this process runs, goes back to the queue.
+    expect(await ledger.reap()).toEqual({ requeued: 1, failed: 0 });
+    expect(await jobState(ledger, orphan)).toMatchObject({ status: "queued" });
+    expect(await jobState(ledger, held)).toMatchObject({ status: "running" });
+    finish();
+    await working;
+  });
+
   it("runs a chore while every slot is busy, outside the slots", async () => {
     store = await createTestStore("postgres", "worker_chore_slots");
     let finish!: () => void;

@@ -307,6 +307,11 @@ export class Worker {
     if (this.inMode("starting", "running", "stopping")) await this.heartbeats.beatNow();
   }
 
+  /** The jobs this worker holds (running, waiting for a slot, or ended with the result not yet written): its own reaper spares them. */
+  heldJobIds(): number[] {
+    return this.held().map((attempt) => attempt.id);
+  }
+
   /** True once the worker has stopped (or drained) and left the registry, or was released without running. */
   get finished(): boolean {
     return this.mode === "stopped" || this.mode === "released";

@@ -355,14 +355,14 @@ export class Operations {
   /**
    * Takes back running jobs whose heartbeat is older than the lease:
    * requeued while they have attempts left (the lost attempt counts), failed
-   * otherwise (reapStaleJobs in src/db/sql/jobs.ts). The jobs of
-   * `sparedWorkers` (the live workers of the calling process) are never
-   * taken: a process knows its own workers hold them, whatever their
-   * heartbeats said while the database was out of reach.
+   * otherwise (reapStaleJobs in src/db/sql/jobs.ts). `sparedJobs` (the
+   * jobs the live workers of the calling process hold) are never taken: a
+   * process knows its own workers hold them, whatever their heartbeats said
+   * while the database was out of reach.
    */
-  async reap(now?: Date, sparedWorkers: readonly string[] = []): Promise<ReapReport> {
+  async reap(now?: Date, sparedJobs: readonly number[] = []): Promise<ReapReport> {
     const { leaseMs } = this.options;
-    const report = await reapStaleJobs(this.db, leaseMs, { now, sparedWorkers });
+    const report = await reapStaleJobs(this.db, leaseMs, { now, sparedJobs });
     if (report.requeued + report.failed > 0) {
       this.options.logger.warn("reaped jobs whose worker stopped heartbeating", { requeued: report.requeued, failed: report.failed, leaseMs });
       this.options.events.jobsReaped(report);

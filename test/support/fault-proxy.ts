@@ -46,7 +46,7 @@ export type FaultPlan = (connection: number, statement: number) => Fault | undef
 const CANCEL_REQUEST = 80_877_102;
 
 /** Splits a stream into whole messages: the first one untyped (a startup or cancel request) when `untyped`. */
-class Framer {
+export class Framer {
   private buffered = Buffer.alloc(0);
   constructor(private untyped: boolean) {}
 

@@ -627,8 +627,8 @@ export interface ReapCounts {
  * waiting or running left (archiveCtes' `all`): the completion that should
  * have released it may have raced the pass that held it, or never come.
  */
-export async function reapStaleJobs(executor: Executor, leaseMs: number, options: { readonly now?: Date | undefined; readonly sparedWorkers?: readonly string[] } = {}): Promise<ReapCounts> {
-  const { now, sparedWorkers = [] } = options;
+export async function reapStaleJobs(executor: Executor, leaseMs: number, options: { readonly now?: Date | undefined; readonly sparedJobs?: readonly number[] } = {}): Promise<ReapCounts> {
+  const { now, sparedJobs = [] } = options;
   const q = jobQueue;
   const exhausted = sql`${j.attempts} >= ${j.maxAttempts}`;
   const cutoff = sql`${clock(now)} - ${milliseconds(leaseMs)}`;
@@ -639,7 +639,7 @@ export async function reapStaleJobs(executor: Executor, leaseMs: number, options
     sql`with stale as (
           select ${q.id} as id from ${jobQueue}
           where ${q.status} = 'running' and ${q.heartbeatAt} < ${cutoff} and pg_postmaster_start_time() < ${cutoff}
-            and not ${q.lockedBy} = any(${array(sparedWorkers, "text")})
+            and not ${q.id} = any(${array(sparedJobs, "bigint")})
           for update skip locked
         ), requeued as (
           update ${jobQueue} as j set

@@ -562,16 +562,22 @@ export async function clearQuarantine(
 /**
  * Of these ledger keys, the rows another session holds locked (an open
  * transaction that locked or updated them): what a late entry's status says
- * instead of "no scheduler is ticking". FOR SHARE SKIP LOCKED takes no lock
- * past this statement and waits for none; a row it skips is held.
+ * instead of "no scheduler is ticking". Read without locking anything, so a
+ * role that may only SELECT can ask (status, the page, /metrics): a row's
+ * `xmax` names the last transaction that locked or updated it, and a
+ * transaction still running holds the lock on its own id in pg_locks; one
+ * that ended, committed or not, holds nothing. A row locked by several
+ * sessions at once carries a multixact id in `xmax` instead, which this
+ * misses: the pass locks rows FOR UPDATE, one session at a time.
  */
 export async function heldLedgerKeys(executor: Executor, keys: readonly string[]): Promise<string[]> {
   if (keys.length === 0) return [];
   const rows = await query<{ key: string }>(
     executor,
-    sql`with wanted as (select ${scheduleState.key} as key from ${scheduleState} where ${scheduleState.key} = any(${array(keys, "text")})),
-        free as (select ${scheduleState.key} as key from ${scheduleState} where ${scheduleState.key} = any(${array(keys, "text")}) for share skip locked)
-        select key from wanted where key not in (select key from free)`,
+    sql`select ${s.key} as key from ${scheduleState} as s
+        where ${s.key} = any(${array(keys, "text")}) and s.xmax <> '0'::xid
+          and exists (select 1 from pg_locks l
+                      where l.locktype = 'transactionid' and l.transactionid = s.xmax and l.granted and l.pid <> pg_backend_pid())`,
   );
   return rows.map((row) => row.key);
 }
