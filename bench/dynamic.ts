@@ -34,7 +34,7 @@ async function timed<T>(work: () => Promise<T>): Promise<[T, number]> {
 
 async function round(url: string, size: number): Promise<DynamicRound> {
   const client = postgres(url, { max: 2, onnotice: () => {} });
-  await client.unsafe("truncate cronledger.dynamic_schedules, cronledger.schedule_state, cronledger.job_queue, cronledger.job_keys");
+  await client.unsafe("truncate cronledger.dynamic_schedules, cronledger.dynamic_schedule_counts, cronledger.schedule_state, cronledger.job_queue, cronledger.job_keys");
   const open = () => createCronledger({ database: { url, poolSize: 4 }, jobs: [job], logger: silentLogger, metrics: false, chores: false, passTimeout: "5m" });
   const [a, b] = [open(), open()];
   const app = drizzle(client);

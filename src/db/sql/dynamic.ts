@@ -1,6 +1,6 @@
 import { sql, type SQL } from "drizzle-orm";
 import { alias } from "drizzle-orm/pg-core";
-import { dynamicSchedules, scheduleLastRuns, scheduleState } from "../../schema.js";
+import { dynamicScheduleCounts, dynamicSchedules, scheduleLastRuns, scheduleState } from "../../schema.js";
 import { query, type Executor } from "../executor.js";
 import { array, clock, epochMs, milliseconds, name } from "./fragments.js";
 
@@ -117,7 +117,10 @@ export async function upsertDynamic(
               then ${d.nextFireAt} else excluded.${name(d.nextFireAt)} end,
             ${name(dynamicSchedules.version)} = ${d.version} + 1, ${name(dynamicSchedules.updatedAt)} = now()
           where (${sql.join(definition, sql`, `)}) is distinct from (${excluded})
-          returning ${d.key} as key
+          -- xmax is 0 on a row this statement inserted, not on one it updated: exact even when another transaction inserted the key meanwhile.
+          returning ${d.key} as key, (d.xmax::text = '0') as inserted
+        ), counted as (
+          ${countDelta(namespace, sql`(select count(*) from upserted where inserted)`)}
         ), ledger as (
           insert into ${scheduleState} as s (${name(scheduleState.key)}, ${name(scheduleState.namespace)}, ${name(scheduleState.jobName)}, ${name(scheduleState.lastEnqueuedSlot)})
           select i.ledger_key, ${ledgerNamespace}, i.job_name, ${now} from i left join o on o.key = i.key
@@ -128,6 +131,33 @@ export async function upsertDynamic(
         )
         select i.key, case when u.key is null then 'unchanged' when o.key is null then 'created' when ${sameTiming} then 'updated' else 'retimed' end as outcome
         from i left join o on o.key = i.key left join upserted u on u.key = i.key`,
+  );
+}
+
+const counts = dynamicScheduleCounts;
+
+/**
+ * The CTE body that adds `delta` (a scalar: the entries a statement created,
+ * or minus those it removed) to this backend's counter row of the namespace
+ * (dynamic_schedule_counts); nothing when it is 0. One writer per row, so a
+ * transaction never waits on another's count.
+ */
+function countDelta(namespace: string, delta: SQL): SQL {
+  return sql`insert into ${counts} (${name(counts.namespace)}, ${name(counts.shard)}, ${name(counts.n)})
+          select ${namespace}, pg_backend_pid(), delta from (select ${delta} as delta) c where delta <> 0
+          on conflict (${name(counts.namespace)}, ${name(counts.shard)}) do update set ${name(counts.n)} = ${counts.n} + excluded.${name(counts.n)}`;
+}
+
+/** Folds every backend's counter row into shard 0 (the prune chore): the rows summed on read stay few. */
+export async function foldDynamicCounts(executor: Executor): Promise<void> {
+  await query(
+    executor,
+    sql`with folded as (
+          delete from ${counts} where ${counts.shard} <> 0 returning ${counts.namespace} as namespace, ${counts.n} as n
+        )
+        insert into ${counts} (${name(counts.namespace)}, ${name(counts.shard)}, ${name(counts.n)})
+        select namespace, 0, sum(n) from folded group by namespace
+        on conflict (${name(counts.namespace)}, ${name(counts.shard)}) do update set ${name(counts.n)} = ${counts.n} + excluded.${name(counts.n)}`,
   );
 }
 
@@ -148,6 +178,8 @@ export async function removeDynamic(executor: Executor, namespace: string, entri
             "text",
           )})
           returning ${d.key} as key
+        ), counted as (
+          ${countDelta(namespace, sql`-(select count(*) from removed)`)}
         ), ledger as (
           delete from ${scheduleState} where ${scheduleState.key} = any(${array(
             entries.map((entry) => entry.ledgerKey),
@@ -234,7 +266,7 @@ export async function listDynamic(executor: Executor, namespace: string, ledgerN
   );
 }
 
-/** The entries of a namespace by state: a count over the primary key, the due index and two partial indexes of the ledger. */
+/** The entries of a namespace by state: the sum of its counter rows, ranges of the due index and two partial indexes of the ledger. */
 export interface DynamicCounts {
   total: number;
   due: number;
@@ -247,7 +279,7 @@ export async function dynamicCounts(executor: Executor, namespace: string, ledge
   const [row] = await query<DynamicCounts>(
     executor,
     sql`select
-          (select count(*) from ${dynamicSchedules} where ${dynamicSchedules.namespace} = ${namespace})::int as total,
+          (select coalesce(sum(${counts.n}), 0) from ${counts} where ${counts.namespace} = ${namespace})::int as total,
           (select count(*) from ${dynamicSchedules} where ${dynamicSchedules.namespace} = ${namespace} and ${dynamicSchedules.nextFireAt} <= now())::int as due,
           (select count(*) from ${dynamicSchedules} where ${dynamicSchedules.namespace} = ${namespace} and ${dynamicSchedules.nextFireAt} is null)::int as never,
           (select count(*) from ${scheduleState} where ${scheduleState.namespace} = ${ledgerNamespace} and ${scheduleState.pausedAt} is not null)::int as paused,
