@@ -225,6 +225,16 @@ export interface DynamicEntryState {
   last_run_finished_ms: number | null;
 }
 
+/**
+ * An entry's ledger key built from its key, in the database's collation: the
+ * key column is `collate "C"`, and a key built from it would be too, which
+ * the ledger's primary key (default collation) cannot be searched by. Without
+ * it, a page or a pass joined every ledger row (seconds at a million entries).
+ */
+function ledgerKeyOf(ledgerNamespace: string | SQL, key: SQL | typeof d.key): SQL {
+  return sql`(${ledgerNamespace} || '|' || ${key}) collate "default"`;
+}
+
 function stateSelect(ledgerNamespace: string): SQL {
   const r = scheduleLastRuns;
   return sql`select ${d.key} as key, ${d.jobName} as job_name, ${d.cron} as cron, ${d.timezone} as timezone, ${d.payload} as payload,
@@ -235,8 +245,8 @@ function stateSelect(ledgerNamespace: string): SQL {
       ${epochMs(s.quarantinedUntil)} as quarantined_until_ms, ${s.quarantineReason} as quarantine_reason,
       ${r.status} as last_run_status, ${epochMs(r.scheduledFor)} as last_run_slot_ms, ${epochMs(r.finishedAt)} as last_run_finished_ms
     from ${dynamicSchedules} as d
-    left join ${scheduleState} as s on ${s.key} = ${ledgerNamespace} || '|' || ${d.key}
-    left join ${scheduleLastRuns} on ${r.scheduleKey} = ${ledgerNamespace} || '|' || ${d.key}`;
+    left join ${scheduleState} as s on ${s.key} = ${ledgerKeyOf(ledgerNamespace, d.key)}
+    left join ${scheduleLastRuns} on ${r.scheduleKey} = ${ledgerKeyOf(ledgerNamespace, d.key)}`;
 }
 
 export async function getDynamic(executor: Executor, namespace: string, ledgerNamespace: string, key: string): Promise<DynamicEntryState | undefined> {
@@ -300,6 +310,15 @@ export async function countDynamicOrphans(executor: Executor, namespace: string,
   return { total: rows.reduce((sum, row) => sum + row.n, 0), byJob: Object.fromEntries(rows.map((row) => [row.job_name, row.n])) };
 }
 
+/**
+ * countDynamicOrphans, or null when the database has no dynamic entries'
+ * table yet (a deploy plan reads a database whose migrations have not run).
+ */
+export async function dynamicOrphansIfStored(executor: Executor, namespace: string, jobNames: readonly string[]): Promise<{ total: number; byJob: Record<string, number> } | null> {
+  const [table] = await query<{ exists: boolean }>(executor, sql`select to_regclass('cronledger.dynamic_schedules') is not null as exists`);
+  return table?.exists === true ? countDynamicOrphans(executor, namespace, jobNames) : null;
+}
+
 /** A due entry as a pass takes it: its definition, version and ledger state. */
 export interface TakenRow {
   key: string;
@@ -355,7 +374,7 @@ export function takeDueCtes(values: { namespace: SQL; ledgerNamespace: SQL; limi
             'jitter_ms', t.jitter_ms, 'catch_up_window_ms', t.catch_up_window_ms, 'queue', t.queue, 'priority', t.priority,
             'max_attempts', t.max_attempts, 'overlap', t.overlap, 'version', t.version, 'ledger_ms', ${epochMs(s.lastEnqueuedSlot)},
             'paused', ${s.pausedAt} is not null, 'quarantined_until_ms', ${epochMs(s.quarantinedUntil)}))
-          from dyn_taken t left join ${scheduleState} as s on ${s.key} = ${values.ledgerNamespace}::text || '|' || t.key), '[]'::json),
+          from dyn_taken t left join ${scheduleState} as s on ${s.key} = ${ledgerKeyOf(sql`${values.ledgerNamespace}::text`, sql`t.key`)}), '[]'::json),
         'next_ms', (select ${epochMs(sql`min(${d.nextFireAt})`)} from ${dynamicSchedules} as d where ${d.namespace} = ${values.namespace}::text and ${d.nextFireAt} > ${now})
       ) as taken
     )`;
