@@ -94,6 +94,24 @@ describe("dynamic entries for operators", () => {
     expect(second.dynamic.page?.entries[0]?.paused?.note).toBe("tenant suspended");
   });
 
+  it("backfills a dynamic key's missed slots as a static entry's, once, and its last run shows with the entry", async () => {
+    const key = "backfill:1";
+    await ledger.schedules.upsert({ key, job: sync, cron: "0 * * * *" }, { now: new Date(T0) });
+    const range = { from: new Date(T0 - 3 * 3_600_000), to: new Date(T0 - 1) };
+    const dry = await ledger.backfill(key, { ...range, dryRun: true });
+    expect([dry.key, dry.entryKey, dry.slots.map((slot) => slot.slot.toISOString())]).toEqual([
+      ledger.schedules.ledgerKey(key),
+      key,
+      ["2026-05-31T21:00:00.000Z", "2026-05-31T22:00:00.000Z", "2026-05-31T23:00:00.000Z"],
+    ]);
+    expect((await ledger.backfill(key, range)).enqueued).toBe(3);
+    const again = await ledger.backfill(key, range);
+    expect([again.enqueued, again.existing]).toEqual([0, 3]);
+    await ledger.work({ once: true });
+    expect((await ledger.schedules.get(key))?.lastRun).toMatchObject({ status: "succeeded", slot: new Date("2026-05-31T23:00:00.000Z") });
+    expect(await ledger.schedules.remove(key)).toBe(true);
+  });
+
   it("serves them in the status JSON (paged by query), on the Schedule page with a prefix search, and as a bounded gauge", async () => {
     const handler = createAdminHandler(ledger, { token: TOKEN });
     const get = (path: string) => handler(new Request(`http://localhost${path}`, { headers: { authorization: `Bearer ${TOKEN}` } }));
