@@ -57,7 +57,7 @@ export async function runPgBossSchedulesBench(
   sizes: readonly number[] = envList("BENCH_PGBOSS_SIZES", ["1000", "100000", "1000000"]).map(Number),
   rounds = envNumber("BENCH_PGBOSS_ROUNDS", 1),
 ): Promise<void> {
-  const name = "cronledger_bench_pgboss_schedules";
+  const name = `cronledger_bench_pgboss_schedules_${process.pid}`;
   const url = await freshDatabase(name);
   const results = new Map<number, BossRound[]>();
   try {
