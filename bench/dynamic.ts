@@ -18,6 +18,7 @@ const heapMb = () => (collect?.(), collect?.(), process.memoryUsage().heapUsed /
 
 interface DynamicRound {
   readonly loadMs: number;
+  readonly analyzeMs: number;
   readonly idleMs: number;
   readonly dueOneMs: number;
   readonly dueTwoMs: number;
@@ -34,7 +35,7 @@ async function timed<T>(work: () => Promise<T>): Promise<[T, number]> {
 
 async function round(url: string, size: number): Promise<DynamicRound> {
   const client = postgres(url, { max: 2, onnotice: () => {} });
-  await client.unsafe("truncate cronledger.dynamic_schedules, cronledger.schedule_state, cronledger.job_queue, cronledger.job_keys");
+  await client.unsafe("truncate cronledger.dynamic_schedules, cronledger.dynamic_schedule_counts, cronledger.schedule_state, cronledger.job_queue, cronledger.job_keys");
   const open = () => createCronledger({ database: { url, poolSize: 4 }, jobs: [job], logger: silentLogger, metrics: false, chores: false, passTimeout: "5m" });
   const [a, b] = [open(), open()];
   const app = drizzle(client);
@@ -46,6 +47,9 @@ async function round(url: string, size: number): Promise<DynamicRound> {
     const [, ms] = await timed(() => app.transaction((tx) => a.schedules.upsertMany(entries, { db: tx, now: new Date(START) })));
     loadMs += ms;
   }
+  // Statistics of the loaded tables, as autovacuum gathers them within a minute of a bulk load: without them the planner
+  // takes a million rows for a few and a page or a pass joins every ledger row (tens of seconds; docs/benchmarks.md).
+  const [, analyzeMs] = await timed(() => client.unsafe("analyze cronledger.dynamic_schedules, cronledger.schedule_state"));
   const heapBefore = heapMb();
   const idle: number[] = [];
   for (let i = 0; i < IDLE_PASSES; i += 1) idle.push((await timed(() => a.tick({ now: new Date(START + 60_000 + i * 1_000) })))[1]);
@@ -69,7 +73,7 @@ async function round(url: string, size: number): Promise<DynamicRound> {
   const held = heapMb() - heapBefore;
   await Promise.all([a.close(), b.close(), client.end({ timeout: 1 })]);
   idle.sort((x, y) => x - y);
-  return { loadMs, idleMs: idle[Math.floor(idle.length / 2)]!, dueOneMs, dueTwoMs, dueTwoFired, countsMs, pageMs, heapMb: held };
+  return { loadMs, analyzeMs, idleMs: idle[Math.floor(idle.length / 2)]!, dueOneMs, dueTwoMs, dueTwoFired, countsMs, pageMs, heapMb: held };
 }
 
 export async function runDynamicBench(
@@ -91,10 +95,11 @@ export async function runDynamicBench(
   printSection(
     `Schedules as data: N stored dynamic entries, ${formatNumber(DUE)} due at one instant (median (min–max) of ${rounds} round${rounds === 1 ? "" : "s"})`,
     markdownTable(
-      ["stored", "upsertMany (batches of 100,000, one transaction each)", "idle pass", `${formatNumber(DUE)} due, one replica`, `${formatNumber(DUE)} due, two replicas`, "fired by two", "counts", "first page", "heap held"],
+      ["stored", "upsertMany (batches of 100,000, one transaction each)", "analyze", "idle pass", `${formatNumber(DUE)} due, one replica`, `${formatNumber(DUE)} due, two replicas`, "fired by two", "counts", "first page", "heap held"],
       sizes.map((size) => [
         formatNumber(size),
         `${column(size, (r) => r.loadMs, 0)} ms`,
+        `${column(size, (r) => r.analyzeMs, 0)} ms`,
         `${column(size, (r) => r.idleMs, 1)} ms`,
         `${column(size, (r) => r.dueOneMs, 0)} ms`,
         `${column(size, (r) => r.dueTwoMs, 0)} ms`,

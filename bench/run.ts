@@ -9,6 +9,7 @@ import { machineLine } from "./support.js";
 import { runThroughputBench } from "./throughput.js";
 import { runTickBench } from "./tick.js";
 import { runDynamicBench } from "./dynamic.js";
+import { runPgBossSchedulesBench } from "./dynamic-pgboss.js";
 
 console.log(await machineLine("before"));
 const started = performance.now();
@@ -19,4 +20,5 @@ await runEnqueueTxBench();
 await runStartupBench();
 await runStatusBench();
 await runDynamicBench();
+await runPgBossSchedulesBench();
 console.log(`\n${await machineLine("after")}; the bench took ${((performance.now() - started) / 60_000).toFixed(1)} min`);

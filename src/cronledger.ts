@@ -225,7 +225,10 @@ export class Cronledger {
    * statements whatever the number of entries.
    */
   async status(options: StatusOptions = {}): Promise<SchedulerStatus> {
-    return buildStatus({ scheduler: this.scheduler, reads: this.operations, problems: this.entryProblems, chores: this.options.chores.when !== "never" }, options);
+    return buildStatus(
+      { scheduler: this.scheduler, reads: this.operations, problems: this.entryProblems, chores: this.options.chores.when !== "never", dynamic: this.schedules },
+      options,
+    );
   }
 
   /** Ready jobs no live worker knows (no worker serving their queue has registered their name), by job name. */
@@ -449,6 +452,7 @@ export class Cronledger {
     const ledgerRows = await this.scheduler.pruneLedger(this.options.chores.ledgerGraceMs, options.now);
     const { failedUnregistered } = await this.operations.pruneRegistry(this.options.chores.failUnregisteredAfterMs, options.now);
     const jobRows = await this.operations.pruneFinished(options.now);
+    await this.schedules.foldCounts();
     return { ledgerRows, jobRows, failedUnregistered };
   }
 

@@ -416,5 +416,24 @@ export const dynamicSchedules = cronledgerSchema.table(
   (t) => [primaryKey({ columns: [t.namespace, t.key] }), index("dynamic_schedules_due_idx").on(t.namespace, t.nextFireAt)],
 );
 
+/**
+ * How many dynamic entries each namespace stores, kept by the statements that
+ * create and remove them (src/db/sql/dynamic.ts) and summed on read: the
+ * status, the Schedule page and the metrics count a million entries in a few
+ * rows instead of a scan of the primary key (docs/decisions.md, "Counting
+ * dynamic entries"). shard = the writing backend (`pg_backend_pid()`), so
+ * concurrent writers never share a counter row; the prune chore folds the
+ * shards into shard 0.
+ */
+export const dynamicScheduleCounts = cronledgerSchema.table(
+  "dynamic_schedule_counts",
+  {
+    namespace: text("namespace").notNull(),
+    shard: integer("shard").notNull(),
+    n: bigint("n", { mode: "number" }).notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.namespace, t.shard] })],
+);
+
 export type JobRow = typeof jobs.$inferSelect;
 export type ScheduleStateRow = typeof scheduleState.$inferSelect;

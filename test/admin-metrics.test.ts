@@ -36,6 +36,7 @@ describe("createMetrics", () => {
     const text = await metrics.registry.metrics();
     const exposition = parseExposition(text);
     expect([...exposition.types.entries()].sort()).toEqual([
+      ["cronledger_dynamic_schedule_entries", "gauge"],
       ["cronledger_failures_total", "counter"],
       ["cronledger_init_failure", "gauge"],
       ["cronledger_job_duration_seconds", "histogram"],

@@ -37,6 +37,7 @@ describe("migrate()", () => {
       select relname::text as name, relkind::text as kind from pg_class
       where relnamespace = 'cronledger'::regnamespace and relkind in ('r', 'p', 'v') and not relispartition order by relname`;
     expect(tables).toEqual([
+      { name: "dynamic_schedule_counts", kind: "r" },
       { name: "dynamic_schedules", kind: "r" },
       { name: "job_counts", kind: "r" },
       { name: "job_history", kind: "p" },

@@ -17,7 +17,7 @@ import { cancelledDocument, errorDocument, failuresDocument, retriedDocument } f
 import { statusDocument } from "../wire/status.js";
 import { ENTRY_ACTION_PATH, entryActionNotice, runEntryAction, type EntryActionsLedger } from "./entry-actions.js";
 import type { CronledgerMetrics } from "./metrics.js";
-import { PAGE_ENTRIES, PAGE_SCRIPT_HASH, renderSchedulePage, STYLE } from "./page.js";
+import { PAGE_DYNAMIC, PAGE_ENTRIES, PAGE_SCRIPT_HASH, renderSchedulePage, STYLE } from "./page.js";
 import { renderStopConfirmation } from "./page-running.js";
 import { unquarantinedDocument } from "../wire/commands.js";
 import { unquarantinedNotice } from "./page-quarantine.js";
@@ -160,6 +160,20 @@ function hostOf(value: string | null): string | null {
 }
 
 /** The page's own view: which entries (by state, which page) and what the action that led here did. */
+/** Dynamic entries in the status JSON when no `limit` is given (`?prefix=&after=&limit=` pages them). */
+const DYNAMIC_STATUS_LIMIT = 100;
+
+/**
+ * The page of dynamic entries a request asks for: `prefix`, `after` and
+ * `limit` from its query, validated by `ledger.schedules.list` (an invalid
+ * one is a 400 with its message).
+ */
+function dynamicPage(params: URLSearchParams, limit: number): { prefix: string; after?: string; limit: number } {
+  const after = params.get("after");
+  const asked = params.get("limit");
+  return { prefix: params.get("prefix") ?? "", ...(after === null || after === "" ? {} : { after }), limit: asked === null || asked === "" ? limit : Number(asked) };
+}
+
 function pageView(params: URLSearchParams): { state: EntryState | null; page: number; notice: string | null } {
   const stateParam = params.get("state");
   const state = ENTRY_STATES.find((candidate) => candidate === stateParam) ?? null;
@@ -287,7 +301,7 @@ export function createAdminHandler(ledger: AdminLedger, options: AdminHandlerOpt
   const route = async (request: Request, path: string, params: URLSearchParams): Promise<Response> => {
     const method = request.method === "HEAD" ? "GET" : request.method;
     if (GET_ROUTES.has(path) && method !== "GET") return problem(405, "method_not_allowed", "Use GET.", { allow: "GET, HEAD" });
-    if (path === "/admin/scheduler/status") return json(200, statusDocument(await ledger.status()));
+    if (path === "/admin/scheduler/status") return json(200, statusDocument(await ledger.status({ dynamic: dynamicPage(params, DYNAMIC_STATUS_LIMIT) })));
     if (path === "/admin/scheduler/failures") return json(200, failuresDocument(await ledger.failures(failureFilter(params))));
     if (path === "/admin/scheduler" || path === "/admin/scheduler/") {
       // The page's relative links and form assume no trailing slash.
@@ -296,7 +310,7 @@ export function createAdminHandler(ledger: AdminLedger, options: AdminHandlerOpt
       // Strips only for the entries this page shows (PAGE_ENTRIES x PAGE_RUNS rows at most), read with the status itself.
       const runs = { limit: PAGE_RUNS, state: view.state, page: view.page, perPage: PAGE_ENTRIES };
       const [status, failures, retrying, running] = await Promise.all([
-        ledger.status({ runs }),
+        ledger.status({ runs, dynamic: dynamicPage(params, PAGE_DYNAMIC) }),
         ledger.failures({ limit: pageFailures }),
         ledger.retrying({ limit: PAGE_RETRYING }),
         ledger.running({ limit: PAGE_RUNNING }),

@@ -18,6 +18,8 @@ export const REAP_OUTCOMES = ["requeued", "failed"] as const;
 export const LATE_COMPLETION_FATES = ["amended", "superseded"] as const;
 /** The `state` label of cronledger_schedule_entries: every entry state, and `invalid` for entries left out of the schedule. */
 export const ENTRY_STATE_LABELS = [...ENTRY_STATES, "invalid"] as const;
+/** The `state` label of cronledger_dynamic_schedule_entries: the dynamic entries' counts (src/db/sql/dynamic.ts). */
+export const DYNAMIC_STATE_LABELS = ["total", "due", "paused", "quarantined", "never"] as const satisfies readonly (keyof SchedulerStatus["dynamic"]["counts"])[];
 /** Ready jobs counted per queue and scrape at most: a backlog larger than this reads as this, and its scan stays bounded. */
 export const READY_COUNT_CAP = 100_000;
 
@@ -148,6 +150,16 @@ export function createMetrics(options: MetricsOptions): CronledgerMetrics {
   );
   const sources = SOURCES.get(registry) ?? new Set<MetricsSource>();
   SOURCES.set(registry, sources);
+  // One status read per scrape feeds both gauges of entries: prom-client collects concurrently, so the second joins the read in flight.
+  let statusRead: Promise<{ database: string; status: SchedulerStatus }[]> | undefined;
+  const readStatuses = () => {
+    if (statusRead) return statusRead;
+    const read = Promise.all([...sources].map(async (source) => ({ database: source.database, status: await source.status() })));
+    statusRead = read;
+    const done = () => (statusRead = undefined);
+    void read.then(done, done);
+    return read;
+  };
   shared(registry, "cronledger_schedule_entries", Gauge, () =>
     new Gauge({
       name: "cronledger_schedule_entries",
@@ -156,15 +168,40 @@ export function createMetrics(options: MetricsOptions): CronledgerMetrics {
       registers,
       async collect() {
         try {
-          const statuses = await Promise.all([...sources].map((source) => source.status()));
+          const statuses = await readStatuses();
           this.reset();
           for (const state of ENTRY_STATE_LABELS) this.set({ state }, 0);
-          for (const status of statuses) {
+          for (const { status } of statuses) {
             for (const entry of status.entries) this.inc({ state: entry.state });
             if (status.invalid.length > 0) this.inc({ state: "invalid" }, status.invalid.length);
           }
         } catch {
           // The database is unreachable: no sample rather than a failed scrape (cronledger_init_failure and absent() tell).
+          this.reset();
+        }
+      },
+    }),
+  );
+  shared(registry, "cronledger_dynamic_schedule_entries", Gauge, () =>
+    new Gauge({
+      name: "cronledger_dynamic_schedule_entries",
+      help: "Dynamic schedule entries (ledger.schedules) by state, read at scrape time: total stored, and of them due, paused, quarantined and never (no slot ahead). One series per state, never one per entry.",
+      labelNames: ["state"] as const,
+      registers,
+      async collect() {
+        try {
+          const statuses = await readStatuses();
+          this.reset();
+          for (const state of DYNAMIC_STATE_LABELS) this.set({ state }, 0);
+          // Ledgers of one namespace on one database count the same entries: each is counted once.
+          const seen = new Set<string>();
+          for (const { database, status } of statuses) {
+            const at = `${database}|${status.namespace}`;
+            if (seen.has(at)) continue;
+            seen.add(at);
+            for (const state of DYNAMIC_STATE_LABELS) this.inc({ state }, status.dynamic.counts[state]);
+          }
+        } catch {
           this.reset();
         }
       },

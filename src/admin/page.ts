@@ -11,6 +11,7 @@ import { clearQuarantineForm } from "./page-quarantine.js";
 import { ENTRY_STATES, type EntryRun, type EntryState } from "../status/health.js";
 import { pageOf, type EntryProblem, type EntryStatus, type SchedulerStatus } from "../status/model.js";
 import type { ResolvedEntry } from "../schedule/validate.js";
+import { dynamicEntryState, type DynamicScheduleEntry } from "../schedule/schedules.js";
 import { upcomingIndex, upcomingList, UPCOMING_STYLE } from "./page-upcoming.js";
 import { documentHead, escapeHtml } from "./html.js";
 import { RUNNING_STYLE, runningSection } from "./page-running.js";
@@ -179,6 +180,50 @@ ${rows}
 ${pager}`;
 }
 
+/** Dynamic entries per page: a page of a million entries is this many rows, and the next page is a link. */
+export const PAGE_DYNAMIC = 50;
+
+function dynamicLink(prefix: string, after: string | null, text: string): string {
+  const params = new URLSearchParams();
+  if (prefix !== "") params.set("prefix", prefix);
+  if (after !== null) params.set("after", after);
+  const query = params.toString();
+  return `<a href="scheduler${query === "" ? "" : `?${query}`}#dynamic">${text}</a>`;
+}
+
+function dynamicRow(entry: DynamicScheduleEntry, now: Date): string {
+  const state = dynamicEntryState(entry);
+  const lastRun = entry.lastRun === null ? `<span class="muted">no run yet</span>` : `${escapeHtml(entry.lastRun.status)}${entry.lastRun.slot === null ? "" : ` · slot ${instant(entry.lastRun.slot, now)}`}`;
+  return `<tr data-key="${escapeHtml(entry.key)}" data-state="${state}">
+  <td data-label="Key"><strong>${wrappable(entry.key)}</strong><div class="identity">${wrappable(entry.ledgerKey)}</div></td>
+  <td data-label="Job">${escapeHtml(entry.jobName)}</td>
+  <td data-label="Schedule"><code>${escapeHtml(entry.cron)}</code> <span class="muted">${escapeHtml(entry.timezone)}</span></td>
+  <td data-label="State"><span class="badge dynamic-${state}">${escapeHtml(state)}</span></td>
+  <td data-label="Next fire">${instant(entry.nextFireAt, now)}</td>
+  <td data-label="Last run">${lastRun}</td>
+</tr>`;
+}
+
+/** The dynamic entries (`ledger.schedules`): counts by state, a key prefix search and one keyset page, never all of them. */
+function dynamicSection(status: SchedulerStatus): string {
+  const { counts, prefix, page } = status.dynamic;
+  const summary = `<p id="dynamic-counts">${counts.total} stored · ${counts.due} due · ${counts.paused} paused · ${counts.quarantined} quarantined · ${counts.never} never firing again</p>`;
+  if (counts.total === 0 && (page === null || page.entries.length === 0) && prefix === "") {
+    return `<p class="muted">No dynamic entries are stored (<code>ledger.schedules.upsert</code> creates them).</p>`;
+  }
+  const search = `<form method="get" action="scheduler#dynamic" role="search" class="dynamic-search"><label>Key prefix <input name="prefix" value="${escapeHtml(prefix)}" placeholder="tenant:42:" maxlength="200"></label> <button type="submit">Search</button>${prefix === "" ? "" : ` ${dynamicLink("", null, "all keys")}`}</form>`;
+  if (page === null) return `${summary}\n${search}`;
+  if (page.entries.length === 0) return `${summary}\n${search}\n<p class="muted">No key starts with <code>${escapeHtml(prefix)}</code>.</p>`;
+  const rows = page.entries.map((entry) => dynamicRow(entry, status.databaseNow)).join("\n");
+  const pager = `<p class="pager">${page.entries.length} entries from <code>${escapeHtml(page.entries[0]!.key)}</code>${page.next === null ? " · last page" : ` · ${dynamicLink(prefix, page.next, "next page")}`}</p>`;
+  return `${summary}
+${search}
+<table id="dynamic-entries"><thead><tr><th>Key</th><th>Job</th><th>Schedule</th><th>State</th><th>Next fire</th><th>Last run</th></tr></thead><tbody>
+${rows}
+</tbody></table>
+${pager}`;
+}
+
 function brokenSection(status: SchedulerStatus): string {
   if (status.broken.length === 0) return `<p class="muted">Nothing is broken.</p>`;
   return status.broken
@@ -270,6 +315,7 @@ tr.broken{background:color-mix(in srgb,var(--badbg) 45%,var(--card))}tr.chore td
 .state-retrying.badge,.state-waiting_for_worker.badge{background:var(--warnbg);color:var(--warnfg)}.state-running.badge{background:var(--infobg);color:var(--infofg)}
 .state-never_fired.badge{background:var(--greybg);color:var(--greyfg)}.state-quarantined.badge{background:var(--violetbg);color:var(--violetfg)}
 .badge.chore{background:var(--infobg);color:var(--infofg)}
+.dynamic-active.badge{background:var(--okbg);color:var(--okfg)}.dynamic-paused.badge,.dynamic-finished.badge{background:var(--greybg);color:var(--greyfg)}.dynamic-quarantined.badge{background:var(--violetbg);color:var(--violetfg)}
 .card{background:var(--card);border:1px solid var(--line);border-radius:6px;padding:.6rem .8rem;margin:.5rem 0}
 .broken-entry{border-left:4px solid var(--bad)}.broken-entry.warning-only{border-left-color:var(--warn)}.badge.warning{background:var(--warnbg);color:var(--warnfg)}.failure{border-left:4px solid var(--warn)}.failure.was-retried{border-left-color:var(--grey)}.retrying{border-left:4px solid var(--warn)}
 pre{white-space:pre-wrap;word-break:break-word;background:var(--pre);padding:.5rem;margin:.4rem 0}
@@ -356,6 +402,8 @@ ${extras.notice ? `<p class="notice" role="status">${escapeHtml(extras.notice)}<
 · JSON: <a href="scheduler/status">status</a>, <a href="scheduler/failures">failures</a>${refresh > 0 ? ` · <span id="refresh-status">refreshes every ${refresh}s</span>` : ""}</p>
 <h2>Entries</h2>
 ${entriesSection(status, extras)}
+<h2 id="dynamic">Dynamic entries</h2>
+${dynamicSection(status)}
 <h2 id="broken">Broken entries</h2>
 ${brokenSection(status)}
 <h2>Queues</h2>

@@ -61,6 +61,7 @@ export function verdict(plan: DeployPlan): string {
   const parts = [
     plan.retiresRows ? `retires ${plural(retiring, "ledger row")}` : null,
     plan.dropsJobNames ? `drops ${plural(plan.droppedJobNames.length, "job name")} (${plan.droppedJobNames.map((name) => name.jobName).join(", ")})` : null,
+    plan.orphansDynamicEntries ? `orphans ${plural(plan.dynamicOrphans?.total ?? 0, "dynamic entry", "dynamic entries")}` : null,
   ].filter((part): part is string => part !== null);
   return parts.length === 0 ? "Nothing retires and no job name is dropped." : `Needs approval: the plan ${parts.join(" and ")}.`;
 }
@@ -85,6 +86,13 @@ function planSections(plan: DeployPlan): Section[] {
       items: plan.droppedJobNames.map((dropped) => ({
         head: code(dropped.jobName),
         details: [`${plural(dropped.queued, "queued job")}, ${dropped.running} running: they wait for a worker that knows the name, and the prune chore fails them after chores.failUnregisteredAfter`],
+      })),
+    },
+    {
+      title: "Dynamic entries (ledger.schedules) of job names the new config does not define",
+      items: Object.entries(plan.dynamicOrphans?.byJob ?? {}).map(([jobName, count]) => ({
+        head: `${code(jobName)}: ${plural(count, "entry", "entries")}`,
+        details: [`they keep firing jobs no worker of the new config runs: keep the job, or remove them first (\`cronledger schedules list\`, \`remove\`)`],
       })),
     },
   ];

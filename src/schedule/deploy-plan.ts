@@ -10,6 +10,7 @@
  */
 import { readDeployState, type DeployJobGroup, type DeployLedgerRow, type DeployRead } from "../db/sql/deploy.js";
 import type { Executor } from "../db/executor.js";
+import { dynamicOrphansIfStored } from "../db/sql/dynamic.js";
 import { MAX_KEY_LENGTH } from "../keys.js";
 import { parseCron } from "./cron.js";
 import { fireTime } from "./plan.js";
@@ -116,6 +117,20 @@ export interface DeployPlan {
   /** The plan retires ledger rows of the application's entries (removed, retimed, re-keyed). */
   readonly retiresRows: boolean;
   readonly dropsJobNames: boolean;
+  /**
+   * Dynamic entries (`ledger.schedules`) whose job the new config does not
+   * define, by job name: after the deploy they fire jobs no worker runs.
+   * Null when they were not read (no dynamic entries' table yet).
+   */
+  readonly dynamicOrphans: DynamicOrphans | null;
+  /** Some dynamic entries would be orphaned: like a dropped job name, it needs approval. */
+  readonly orphansDynamicEntries: boolean;
+}
+
+/** Stored dynamic entries of job names a config does not define. */
+export interface DynamicOrphans {
+  readonly total: number;
+  readonly byJob: Readonly<Record<string, number>>;
 }
 
 export interface DeployPlanInput {
@@ -129,6 +144,8 @@ export interface DeployPlanInput {
   readonly state: DeployRead;
   readonly atMs?: number | undefined;
   readonly graceMs: number;
+  /** The dynamic entries the new config's job names would orphan, when read. */
+  readonly dynamicOrphans?: DynamicOrphans | null | undefined;
 }
 
 const MAX_PASSED_OVER = 1_000;
@@ -207,6 +224,8 @@ export function planDeploy(input: DeployPlanInput): DeployPlan {
     // A chore's row retiring (its cron changed in the config) is cronledger's own housekeeping: no person need approve it.
     retiresRows: removed.some((item) => !item.chore) || entries.some((item) => !item.chore && (item.kind === "retimed" || item.kind === "rekeyed")),
     dropsJobNames: droppedJobNames.length > 0,
+    dynamicOrphans: input.dynamicOrphans ?? null,
+    orphansDynamicEntries: (input.dynamicOrphans?.total ?? 0) > 0,
   };
 }
 
@@ -349,5 +368,6 @@ function sum(values: readonly number[]): number {
 
 /** Reads the live state (one read-only statement) and plans `input`'s entries against it. */
 export async function readDeployPlan(executor: Executor, input: Omit<DeployPlanInput, "state">): Promise<DeployPlan> {
-  return planDeploy({ ...input, state: await readDeployState(executor, input.namespace) });
+  const [state, dynamicOrphans] = await Promise.all([readDeployState(executor, input.namespace), dynamicOrphansIfStored(executor, input.namespace, [...input.jobNames])]);
+  return planDeploy({ ...input, state, dynamicOrphans });
 }

@@ -4,6 +4,7 @@ import { onLedgerDatabase } from "../db/transaction-database.js";
 import {
   countDynamicOrphans,
   dynamicCounts,
+  foldDynamicCounts,
   getDynamic,
   listDynamic,
   removeDynamic,
@@ -61,6 +62,15 @@ export interface DynamicScheduleEntry {
   readonly paused: { readonly at: Date; readonly by: string | null; readonly note: string | null } | null;
   readonly quarantinedUntil: Date | null;
   readonly lastRun: { readonly status: string; readonly slot: Date | null; readonly finishedAt: Date | null } | null;
+}
+
+/** A stored entry's state, as the operators' surfaces show it: paused and quarantined as its ledger row says, finished when no slot is ahead. */
+export type DynamicState = "active" | "paused" | "quarantined" | "finished";
+
+export function dynamicEntryState(entry: DynamicScheduleEntry): DynamicState {
+  if (entry.paused !== null) return "paused";
+  if (entry.quarantinedUntil !== null) return "quarantined";
+  return entry.nextFireAt === null ? "finished" : "active";
 }
 
 /** One page of entries, in key order; `next` is the cursor of the following page (`after`), null on the last. */
@@ -181,10 +191,15 @@ export class Schedules {
     return { entries: rows.map((row) => this.toEntry(row)), next: rows.length === limit ? rows[rows.length - 1]!.key : null };
   }
 
-  /** How many entries are stored, due, paused, quarantined and finished (never firing again): one statement over indexes. */
+  /** How many entries are stored, due, paused, quarantined and finished (never firing again): one statement over counter rows and indexes, whatever is stored. */
   async counts(): Promise<DynamicCounts> {
     await this.deps.ready();
     return dynamicCounts(this.deps.database.db, this.deps.namespace, this.ledgerNamespace);
+  }
+
+  /** Folds the counter rows every writing backend added into one per namespace (the prune chore). */
+  async foldCounts(): Promise<void> {
+    await foldDynamicCounts(this.deps.database.db);
   }
 
   /** The stored entries whose job is not in `jobNames` (what a deploy with those jobs would orphan), by job. */

@@ -3,6 +3,7 @@ import type { ScheduleProblem } from "../errors.js";
 import type { WaitingForWorker } from "../operators/operations.js";
 import { redact } from "../redact.js";
 import type { InvalidScheduleEntry, Scheduler } from "../schedule/scheduler.js";
+import type { DynamicCounts, DynamicSchedulePage, ScheduleListOptions } from "../schedule/schedules.js";
 import type { ResolvedEntry } from "../schedule/validate.js";
 import { JOB_STATUSES, type JobStatus } from "../schema.js";
 import { entryHealth, overdueSlot, slotToleranceMs, type EntryRun, type EntryState } from "./health.js";
@@ -106,6 +107,27 @@ export interface SchedulerStatus {
    * deploy's new jobs until its workers are up, or jobs no deployed code has.
    */
   readonly waitingForWorker: readonly WaitingForWorker[];
+  /**
+   * The entries the application created at runtime (`ledger.schedules`):
+   * their counts by state, always (a few counter rows and index ranges,
+   * whatever is stored), and one page of them in key order when the status
+   * was asked for it (`status({ dynamic })`); never all of them.
+   */
+  readonly dynamic: DynamicStatus;
+}
+
+/** The dynamic entries in a status: counts by state, and the page asked for (null when none was). */
+export interface DynamicStatus {
+  readonly counts: DynamicCounts;
+  /** The page's key prefix ("" for every key). */
+  readonly prefix: string;
+  readonly page: DynamicSchedulePage | null;
+}
+
+/** What the status reads of the dynamic entries (`ledger.schedules`). */
+export interface DynamicReads {
+  counts(): Promise<DynamicCounts>;
+  list(options: ScheduleListOptions): Promise<DynamicSchedulePage>;
 }
 
 /** What the status reads besides the ledger: job counts, jobs waiting for a worker, and entries' runs. */
@@ -121,6 +143,8 @@ export interface StatusSources {
   readonly problems: EntryProblemTracker;
   /** List the chores (unless the ledger has `chores: false`). */
   readonly chores: boolean;
+  /** The dynamic entries; without it the status counts none. */
+  readonly dynamic?: DynamicReads | undefined;
 }
 
 /** The recent runs of one page of entries (the Schedule page's strips): `limit` runs each of page `page` of `perPage` entries in `state`. */
@@ -138,6 +162,18 @@ export interface StatusOptions {
   readonly now?: Date | undefined;
   /** Load the recent runs of one page of entries too (`EntryStatus.recentRuns`: the runs of each entry's last `limit` slots, and its last finished run). */
   readonly runs?: StatusRunsRequest | undefined;
+  /** Load one page of the dynamic entries too (`dynamic.page`): keys with `prefix`, after `after`, `limit` of them (default 100, at most 1000). */
+  readonly dynamic?: ScheduleListOptions | undefined;
+}
+
+const NO_DYNAMIC: DynamicCounts = { total: 0, due: 0, paused: 0, quarantined: 0, never: 0 };
+
+/** The dynamic entries' counts, and the page asked for: two statements sent together, each bounded whatever is stored. */
+async function readDynamic(reads: DynamicReads | undefined, request: ScheduleListOptions | undefined): Promise<DynamicStatus> {
+  const prefix = request?.prefix ?? "";
+  if (reads === undefined) return { counts: NO_DYNAMIC, prefix, page: null };
+  const [counts, page] = await Promise.all([reads.counts(), request === undefined ? null : reads.list(request)]);
+  return { counts, prefix, page };
 }
 
 /** Page `page` (1-based, kept within 1 and the last page) of `perPage` items, and how many pages there are. */
@@ -170,13 +206,14 @@ export async function buildStatus(sources: StatusSources, options: StatusOptions
   const floorNowMs = options.now?.getTime() ?? Date.now();
   const strips =
     request !== undefined && early !== null ? { keys: new Set(early.map((entry) => entry.ledgerKey)), limit: request.limit, entries: early, nowMs: floorNowMs } : undefined;
-  const [ledger, queues, runRows, waiting] = await Promise.all([
+  const [ledger, queues, runRows, waiting, dynamic] = await Promise.all([
     scheduler.ledger(),
     reads.counts(),
     // The newest run of every entry (what its health is decided on), and the page's strips.
     readRunRows(reads, listedEntries.map((entry) => entry.ledgerKey), strips),
     // Job names whose ready jobs no live worker knows (the registry of workers, src/db/sql/workers.ts).
     reads.waitingForWorker(),
+    readDynamic(sources.dynamic, options.dynamic),
   ]);
   const nowMs = options.now?.getTime() ?? ledger.nowMs;
   const runs = groupRuns(runRows, listedEntries, nowMs);
@@ -262,6 +299,7 @@ export async function buildStatus(sources: StatusSources, options: StatusOptions
     queues,
     totals: totalsOf(queues),
     waitingForWorker: waiting,
+    dynamic,
   };
 }
 

@@ -64,6 +64,10 @@ export interface PlanDocument extends Versioned {
   readonly entries: readonly PlanEntryDocument[];
   readonly removed: readonly PlanRemovedDocument[];
   readonly dropped_job_names: readonly { readonly job: string; readonly queued: number; readonly running: number }[];
+  /** Stored dynamic entries (`ledger.schedules`) whose job the new config does not define, in all and by job; null when the database has none of their table yet. */
+  readonly dynamic_orphans: { readonly total: number; readonly by_job: Readonly<Record<string, number>> } | null;
+  /** dynamic_orphans.total > 0: needs approval, like a dropped job name. */
+  readonly orphans_dynamic_entries: boolean;
   readonly unserved_job_names: readonly string[];
   /** The preflight problems of the new config, as `cronledger preflight --json` lists them. */
   readonly problems: readonly PreflightProblemDocument[];
@@ -146,6 +150,8 @@ export function planDocument(plan: DeployPlan, config: string | null, problems: 
     removed: plan.removed.map(removedDocument),
     dropped_job_names: plan.droppedJobNames.map((name) => ({ job: name.jobName, queued: name.queued, running: name.running })),
     unserved_job_names: plan.unservedJobNames,
+    dynamic_orphans: plan.dynamicOrphans === null ? null : { total: plan.dynamicOrphans.total, by_job: plan.dynamicOrphans.byJob },
+    orphans_dynamic_entries: plan.orphansDynamicEntries,
     problems,
   };
 }

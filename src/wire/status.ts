@@ -1,5 +1,7 @@
 import type { JobStatus } from "../schema.js";
 import type { BrokenEntry, EntryProblem, EntryRun, EntryState, RunKind, SchedulerStatus } from "../status/model.js";
+import type { DynamicCounts } from "../schedule/schedules.js";
+import { dynamicEntryDocument, type DynamicEntryDocument } from "./schedules.js";
 import { iso, WIRE_VERSION, type Versioned } from "./version.js";
 
 /** A problem of an entry. */
@@ -82,6 +84,18 @@ export interface StatusDocument extends Versioned {
   readonly totals: Readonly<Record<JobStatus, number>>;
   /** Ready jobs waiting for a worker that knows them (none serving their queue has registered their name), by job name. */
   readonly waiting_for_worker: readonly WaitingForWorkerDocument[];
+  /** The entries the application created at runtime (`ledger.schedules`): counts by state, and one page of them in key order (null when none was asked). */
+  readonly dynamic: DynamicStatusDocument;
+}
+
+export interface DynamicStatusDocument {
+  /** total stored; due now; paused; quarantined; never (no slot ahead). */
+  readonly counts: DynamicCounts;
+  readonly prefix: string;
+  /** One page in key order; null when the status was not asked for one. */
+  readonly entries: readonly DynamicEntryDocument[] | null;
+  /** The `after` of the next page; null on the last (or without a page). */
+  readonly next: string | null;
 }
 
 const problemDocument = (problem: EntryProblem): ProblemDocument => ({ code: problem.code, severity: problem.severity, message: problem.message, at: iso(problem.at) });
@@ -141,5 +155,11 @@ export function statusDocument(status: SchedulerStatus): StatusDocument {
     queues: status.queues,
     totals: status.totals,
     waiting_for_worker: status.waitingForWorker.map((row) => ({ job: row.jobName, count: row.count, oldest_since: iso(row.oldestSince) })),
+    dynamic: {
+      counts: status.dynamic.counts,
+      prefix: status.dynamic.prefix,
+      entries: status.dynamic.page === null ? null : status.dynamic.page.entries.map(dynamicEntryDocument),
+      next: status.dynamic.page?.next ?? null,
+    },
   };
 }

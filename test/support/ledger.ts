@@ -46,7 +46,7 @@ export async function createTestStore(backend: Backend, label: string): Promise<
     return database;
   })();
   const database = await embedded;
-  await query(database.db, sql`truncate cronledger.job_queue, cronledger.job_history, cronledger.job_keys, cronledger.job_counts, cronledger.schedule_last_runs, cronledger.schedule_state, cronledger.workers, cronledger.schedule_versions, cronledger.dynamic_schedules`);
+  await query(database.db, sql`truncate cronledger.job_queue, cronledger.job_history, cronledger.job_keys, cronledger.job_counts, cronledger.schedule_last_runs, cronledger.schedule_state, cronledger.workers, cronledger.schedule_versions, cronledger.dynamic_schedules, cronledger.dynamic_schedule_counts`);
   return {
     backend,
     async open(options = {}) {

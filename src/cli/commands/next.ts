@@ -8,6 +8,7 @@ import { instantOption, integerOption, UsageError, type ParsedArgs } from "../ar
 import { CONFIG_OPTION, JSON_OPTION, type CliIO, type Command } from "../command.js";
 import { plural } from "../format.js";
 import { loadConfig, requireConfigFile } from "../load-config.js";
+import { assertMigrated, withLedger } from "../open-ledger.js";
 
 export const DEFAULT_NEXT_COUNT = 10;
 
@@ -15,12 +16,13 @@ export const next: Command = {
   name: "next",
   summary: "list each schedule entry's next fire times, in its zone and UTC, with notes on DST changes, jitter and catch-up",
   details:
-    "Reads the config only (no database): the same calendar the ticker fires by. Name entries by their `key`, job name or\n" +
-    "identity; none names every entry. Notes: a wall time a DST change skips (the slot shifted, and to when), a repeated\n" +
+    "Reads the config (the database only for a dynamic entry): the same calendar the ticker fires by. Name entries by their `key`, job name or\n" +
+    "identity; none names every entry. A name no entry of the config has is looked up as a dynamic entry's key\n" +
+    "(ledger.schedules) in the config's database. Notes: a wall time a DST change skips (the slot shifted, and to when), a repeated\n" +
     "hour (fires once or twice, and which), the jitter range, a catch-up window shorter than the gap between slots.\n" +
     "Invalid entries are reported on stderr and left out, and the command then exits 1 after printing the valid ones\n" +
     "(`cronledger preflight` checks them).",
-  argument: { name: "[KEY...]", description: "entries to show, by key, job name or identity (default: all)", many: true },
+  argument: { name: "[KEY...]", description: "entries to show, by key, job name or identity, or a dynamic entry's key (default: all)", many: true },
   options: [
     CONFIG_OPTION,
     JSON_OPTION,
@@ -31,7 +33,7 @@ export const next: Command = {
     const count = integerOption(args, "count", 1, 1_000) ?? DEFAULT_NEXT_COUNT;
     const fromMs = instantOption(args, "from") ?? Date.now();
     const { entries, invalid } = await configEntries(args, io);
-    const chosen = selectEntries(entries, args.arguments);
+    const chosen = await withDynamic(entries, args, io);
     const upcoming = chosen.map((entry) => upcomingSlots(entry, fromMs, count));
     if (args.boolean("json")) io.stdout(JSON.stringify(nextDocument(fromMs, upcoming, invalid), null, 2));
     else for (const line of describeUpcoming(upcoming)) io.stdout(line);
@@ -56,6 +58,30 @@ export async function configEntries(args: ParsedArgs, io: CliIO): Promise<{ entr
     for (const problem of entry.problems) io.stderr(`error [${problem.code}] ${problem.message} (left out; run \`cronledger preflight\`)`);
   }
   return { entries: loaded.entries, invalid: loaded.invalid };
+}
+
+/**
+ * The entries the names pick: those of the config, and for a name none of
+ * them has, the dynamic entry with that key (`ledger.schedules`), read from
+ * the config's database (the only case `next` opens it). An unknown name is
+ * refused with the config's did-you-mean.
+ */
+async function withDynamic(entries: readonly ResolvedEntry[], args: ParsedArgs, io: CliIO): Promise<readonly ResolvedEntry[]> {
+  const known = new Set(entries.flatMap((entry) => [entry.entryKey, entry.jobName, entry.identity]));
+  const others = args.arguments.filter((name) => !known.has(name));
+  if (others.length === 0) return selectEntries(entries, args.arguments);
+  const dynamic = new Map<string, ResolvedEntry>();
+  await withLedger(args, io, "schedule", async (ledger) => {
+    await assertMigrated(ledger);
+    for (const name of others) {
+      const entry = await ledger.schedules.resolved(name);
+      if (entry !== undefined) dynamic.set(name, entry);
+    }
+    return 0;
+  });
+  const missing = others.filter((name) => !dynamic.has(name));
+  if (missing.length > 0) selectEntries(entries, missing);
+  return args.arguments.flatMap((name) => dynamic.get(name) ?? selectEntries(entries, [name]));
 }
 
 /** The entries a list of names picks (key, job name or identity), in schedule order; every entry for none. */

@@ -11,7 +11,7 @@ import { checkConfigFile, printGithub, printText, problemLines, verdict } from "
 type Format = "text" | "json" | "markdown" | "github";
 const FORMATS: readonly Format[] = ["text", "json", "markdown", "github"];
 
-/** Exit status of a plan that retires ledger rows or drops job names: CI can ask a person to approve it. */
+/** Exit status of a plan that retires ledger rows, drops job names or orphans dynamic entries: CI can ask a person to approve it. */
 export const PLAN_NEEDS_APPROVAL = 3;
 
 export const plan: Command = {
@@ -23,7 +23,9 @@ export const plan: Command = {
     "not in it: added (first slot), removed (row retires after the prune grace, its jobs, who still runs them), retimed\n" +
     "or re-keyed (a run skipped or doubled across the switch), overdue on start (fired or skipped as stale), carried state\n" +
     "(paused, quarantined, waiting for a worker), and job names no live worker registers yet. Writes nothing.\n" +
-    `Exit status: 0 nothing retires and no job name is dropped; ${PLAN_NEEDS_APPROVAL} the plan retires rows or drops job names;\n` +
+    "It also counts the stored dynamic entries (ledger.schedules) whose job the new config no longer defines.\n" +
+    `Exit status: 0 nothing retires, no job name is dropped and no dynamic entry is orphaned; ${PLAN_NEEDS_APPROVAL} the plan retires rows,\n` +
+    "drops job names or orphans dynamic entries;\n" +
     "1 the config has errors or the database cannot be read; 2 a usage error.",
   options: [
     CONFIG_OPTION,
@@ -53,12 +55,12 @@ export const plan: Command = {
       if (style === "text") io.stdout("");
       const preflight = style === "markdown" ? { verdict: verdict(summary), problems: problemLines(located) } : undefined;
       for (const line of planLines(result, shownFile, style, preflight)) io.stdout(line);
-      if (format === "github" && (result.retiresRows || result.dropsJobNames)) {
+      if (format === "github" && (result.retiresRows || result.dropsJobNames || result.orphansDynamicEntries)) {
         io.stdout(`::warning title=cronledger plan::${planLines(result, shownFile, "text").at(-1) ?? ""}`);
       }
     }
     if (summary.errors > 0) return 1;
-    return result.retiresRows || result.dropsJobNames ? PLAN_NEEDS_APPROVAL : 0;
+    return result.retiresRows || result.dropsJobNames || result.orphansDynamicEntries ? PLAN_NEEDS_APPROVAL : 0;
   },
 };
 

@@ -2,6 +2,7 @@ import { dynamicEntryResultDocument, dynamicSchedulesDocument } from "../../wire
 import { UsageError } from "../args.js";
 import { CONFIG_OPTION, JSON_OPTION, type Command } from "../command.js";
 import { assertMigrated, withLedger } from "../open-ledger.js";
+import { dynamicEntryState } from "../../schedule/schedules.js";
 
 const ACTIONS = ["list", "get", "remove"] as const;
 
@@ -39,7 +40,7 @@ export const schedules: Command = {
         else {
           io.stdout(`${counts.total} stored: ${counts.due} due, ${counts.paused} paused, ${counts.quarantined} quarantined, ${counts.never} never firing again`);
           for (const entry of page.entries) {
-            const state = entry.paused !== null ? "paused" : entry.quarantinedUntil !== null ? "quarantined" : "active";
+            const state = dynamicEntryState(entry);
             io.stdout(`${entry.key}  ${entry.jobName}  ${entry.cron}  ${entry.timezone}  next ${entry.nextFireAt?.toISOString() ?? "never"}  ${state}`);
           }
           if (page.next !== null) io.stdout(`next page: --after ${page.next}`);

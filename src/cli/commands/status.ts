@@ -6,6 +6,7 @@ import { locateEntries, type SourceLocation } from "../entry-locations.js";
 import { findConfigFile } from "../load-config.js";
 import { assertMigrated, withLedger } from "../open-ledger.js";
 import { isoOrDash, plural, table } from "../format.js";
+import { dynamicEntryState } from "../../schedule/schedules.js";
 
 export const status: Command = {
   name: "status",
@@ -17,7 +18,7 @@ export const status: Command = {
   run: (args, io) =>
     withLedger(args, io, "optional schedule", async (ledger) => {
       await assertMigrated(ledger);
-      const report = await ledger.status();
+      const report = await ledger.status({ dynamic: { limit: STATUS_DYNAMIC } });
       if (args.boolean("json")) {
         io.stdout(JSON.stringify(statusDocument(report), null, 2));
         return 0;
@@ -33,6 +34,28 @@ export const status: Command = {
       return 0;
     }),
 };
+
+/** Dynamic entries `cronledger status` lists; `cronledger schedules list` pages through the rest. */
+const STATUS_DYNAMIC = 20;
+
+/** The dynamic entries (`ledger.schedules`): their counts, the first page and how to read the next; nothing when none is stored. */
+function describeDynamic(report: SchedulerStatus): string[] {
+  const { counts, page } = report.dynamic;
+  if (counts.total === 0 && (page === null || page.entries.length === 0)) return [];
+  const lines = [
+    "",
+    `Dynamic entries (ledger.schedules): ${counts.total} stored: ${counts.due} due, ${counts.paused} paused, ${counts.quarantined} quarantined, ${counts.never} never firing again.`,
+  ];
+  if (page === null || page.entries.length === 0) return lines;
+  lines.push(
+    ...table([
+      ["KEY", "JOB", "CRON", "TIMEZONE", "STATE", "NEXT FIRE"],
+      ...page.entries.map((entry) => [entry.key, entry.jobName, entry.cron, entry.timezone, dynamicEntryState(entry), isoOrDash(entry.nextFireAt)]),
+    ]),
+  );
+  if (page.next !== null) lines.push(`More: \`cronledger schedules list --after ${page.next}\` (or --prefix to search by key).`);
+  return lines;
+}
 
 function describeStatus(report: SchedulerStatus, where: (index: number | null) => string): string[] {
   const chores = report.entries.filter((entry) => entry.chore).length;
@@ -77,6 +100,7 @@ function describeStatus(report: SchedulerStatus, where: (index: number | null) =
     lines.push("", "Waiting for a worker that knows them (no running worker serving their queue has registered them):");
     for (const row of report.waitingForWorker) lines.push(`  ${row.jobName}: ${plural(row.count, "job")}, oldest ready since ${row.oldestSince.toISOString()}`);
   }
+  lines.push(...describeDynamic(report));
   const queues = Object.entries(report.queues);
   lines.push("", queues.length === 0 ? "No jobs yet." : "Jobs by queue and status:");
   for (const [queue, counts] of queues) {

@@ -1,6 +1,6 @@
 import { sql, type SQL } from "drizzle-orm";
 import { alias } from "drizzle-orm/pg-core";
-import { dynamicSchedules, scheduleLastRuns, scheduleState, type OverlapPolicy, type UpsertOutcome } from "../../schema.js";
+import { dynamicScheduleCounts, dynamicSchedules, scheduleLastRuns, scheduleState, type OverlapPolicy, type UpsertOutcome } from "../../schema.js";
 import { query, type Executor } from "../executor.js";
 import { array, clock, epochMs, milliseconds, name } from "./fragments.js";
 
@@ -115,7 +115,10 @@ export async function upsertDynamic(
               then ${d.nextFireAt} else excluded.${name(d.nextFireAt)} end,
             ${name(dynamicSchedules.version)} = ${d.version} + 1, ${name(dynamicSchedules.updatedAt)} = now()
           where (${sql.join(definition, sql`, `)}) is distinct from (${excluded})
-          returning ${d.key} as key
+          -- xmax is 0 on a row this statement inserted, not on one it updated: exact even when another transaction inserted the key meanwhile.
+          returning ${d.key} as key, (d.xmax::text = '0') as inserted
+        ), counted as (
+          ${countDelta(namespace, sql`(select count(*) from upserted where inserted)`)}
         ), ledger as (
           insert into ${scheduleState} as s (${name(scheduleState.key)}, ${name(scheduleState.namespace)}, ${name(scheduleState.jobName)}, ${name(scheduleState.lastEnqueuedSlot)})
           select i.ledger_key, ${ledgerNamespace}, i.job_name, ${now} from i left join o on o.key = i.key
@@ -126,6 +129,33 @@ export async function upsertDynamic(
         )
         select i.key, case when u.key is null then 'unchanged' when o.key is null then 'created' when ${sameTiming} then 'updated' else 'retimed' end as outcome
         from i left join o on o.key = i.key left join upserted u on u.key = i.key`,
+  );
+}
+
+const counts = dynamicScheduleCounts;
+
+/**
+ * The CTE body that adds `delta` (a scalar: the entries a statement created,
+ * or minus those it removed) to this backend's counter row of the namespace
+ * (dynamic_schedule_counts); nothing when it is 0. One writer per row, so a
+ * transaction never waits on another's count.
+ */
+function countDelta(namespace: string, delta: SQL): SQL {
+  return sql`insert into ${counts} (${name(counts.namespace)}, ${name(counts.shard)}, ${name(counts.n)})
+          select ${namespace}, pg_backend_pid(), delta from (select ${delta} as delta) c where delta <> 0
+          on conflict (${name(counts.namespace)}, ${name(counts.shard)}) do update set ${name(counts.n)} = ${counts.n} + excluded.${name(counts.n)}`;
+}
+
+/** Folds every backend's counter row into shard 0 (the prune chore): the rows summed on read stay few. */
+export async function foldDynamicCounts(executor: Executor): Promise<void> {
+  await query(
+    executor,
+    sql`with folded as (
+          delete from ${counts} where ${counts.shard} <> 0 returning ${counts.namespace} as namespace, ${counts.n} as n
+        )
+        insert into ${counts} (${name(counts.namespace)}, ${name(counts.shard)}, ${name(counts.n)})
+        select namespace, 0, sum(n) from folded group by namespace
+        on conflict (${name(counts.namespace)}, ${name(counts.shard)}) do update set ${name(counts.n)} = ${counts.n} + excluded.${name(counts.n)}`,
   );
 }
 
@@ -146,6 +176,8 @@ export async function removeDynamic(executor: Executor, namespace: string, entri
             "text",
           )})
           returning ${d.key} as key
+        ), counted as (
+          ${countDelta(namespace, sql`-(select count(*) from removed)`)}
         ), ledger as (
           delete from ${scheduleState} where ${scheduleState.key} = any(${array(
             entries.map((entry) => entry.ledgerKey),
@@ -191,6 +223,16 @@ export interface DynamicEntryState {
   last_run_finished_ms: number | null;
 }
 
+/**
+ * An entry's ledger key built from its key, in the database's collation: the
+ * key column is `collate "C"`, and a key built from it would be too, which
+ * the ledger's primary key (default collation) cannot be searched by. Without
+ * it, a page or a pass joined every ledger row (seconds at a million entries).
+ */
+function ledgerKeyOf(ledgerNamespace: string | SQL, key: SQL | typeof d.key): SQL {
+  return sql`(${ledgerNamespace} || '|' || ${key}) collate "default"`;
+}
+
 function stateSelect(ledgerNamespace: string): SQL {
   const r = scheduleLastRuns;
   return sql`select ${d.key} as key, ${d.jobName} as job_name, ${d.cron} as cron, ${d.timezone} as timezone, ${d.payload} as payload,
@@ -201,8 +243,8 @@ function stateSelect(ledgerNamespace: string): SQL {
       ${epochMs(s.quarantinedUntil)} as quarantined_until_ms, ${s.quarantineReason} as quarantine_reason,
       ${r.status} as last_run_status, ${epochMs(r.scheduledFor)} as last_run_slot_ms, ${epochMs(r.finishedAt)} as last_run_finished_ms
     from ${dynamicSchedules} as d
-    left join ${scheduleState} as s on ${s.key} = ${ledgerNamespace} || '|' || ${d.key}
-    left join ${scheduleLastRuns} on ${r.scheduleKey} = ${ledgerNamespace} || '|' || ${d.key}`;
+    left join ${scheduleState} as s on ${s.key} = ${ledgerKeyOf(ledgerNamespace, d.key)}
+    left join ${scheduleLastRuns} on ${r.scheduleKey} = ${ledgerKeyOf(ledgerNamespace, d.key)}`;
 }
 
 export async function getDynamic(executor: Executor, namespace: string, ledgerNamespace: string, key: string): Promise<DynamicEntryState | undefined> {
@@ -232,7 +274,7 @@ export async function listDynamic(executor: Executor, namespace: string, ledgerN
   );
 }
 
-/** The entries of a namespace by state: a count over the primary key, the due index and two partial indexes of the ledger. */
+/** The entries of a namespace by state: the sum of its counter rows, ranges of the due index and two partial indexes of the ledger. */
 export interface DynamicCounts {
   total: number;
   due: number;
@@ -245,7 +287,7 @@ export async function dynamicCounts(executor: Executor, namespace: string, ledge
   const [row] = await query<DynamicCounts>(
     executor,
     sql`select
-          (select count(*) from ${dynamicSchedules} where ${dynamicSchedules.namespace} = ${namespace})::int as total,
+          (select coalesce(sum(${counts.n}), 0) from ${counts} where ${counts.namespace} = ${namespace})::int as total,
           (select count(*) from ${dynamicSchedules} where ${dynamicSchedules.namespace} = ${namespace} and ${dynamicSchedules.nextFireAt} <= now())::int as due,
           (select count(*) from ${dynamicSchedules} where ${dynamicSchedules.namespace} = ${namespace} and ${dynamicSchedules.nextFireAt} is null)::int as never,
           (select count(*) from ${scheduleState} where ${scheduleState.namespace} = ${ledgerNamespace} and ${scheduleState.pausedAt} is not null)::int as paused,
@@ -264,6 +306,15 @@ export async function countDynamicOrphans(executor: Executor, namespace: string,
         group by 1 order by 1`,
   );
   return { total: rows.reduce((sum, row) => sum + row.n, 0), byJob: Object.fromEntries(rows.map((row) => [row.job_name, row.n])) };
+}
+
+/**
+ * countDynamicOrphans, or null when the database has no dynamic entries'
+ * table yet (a deploy plan reads a database whose migrations have not run).
+ */
+export async function dynamicOrphansIfStored(executor: Executor, namespace: string, jobNames: readonly string[]): Promise<{ total: number; byJob: Record<string, number> } | null> {
+  const [table] = await query<{ exists: boolean }>(executor, sql`select to_regclass('cronledger.dynamic_schedules') is not null as exists`);
+  return table?.exists === true ? countDynamicOrphans(executor, namespace, jobNames) : null;
 }
 
 /** A due entry as a pass takes it: its definition, version and ledger state. */
@@ -321,7 +372,7 @@ export function takeDueCtes(values: { namespace: SQL; ledgerNamespace: SQL; limi
             'jitter_ms', t.jitter_ms, 'catch_up_window_ms', t.catch_up_window_ms, 'queue', t.queue, 'priority', t.priority,
             'max_attempts', t.max_attempts, 'overlap', t.overlap, 'version', t.version, 'ledger_ms', ${epochMs(s.lastEnqueuedSlot)},
             'paused', ${s.pausedAt} is not null, 'quarantined_until_ms', ${epochMs(s.quarantinedUntil)}))
-          from dyn_taken t left join ${scheduleState} as s on ${s.key} = ${values.ledgerNamespace}::text || '|' || t.key), '[]'::json),
+          from dyn_taken t left join ${scheduleState} as s on ${s.key} = ${ledgerKeyOf(sql`${values.ledgerNamespace}::text`, sql`t.key`)}), '[]'::json),
         'next_ms', (select ${epochMs(sql`min(${d.nextFireAt})`)} from ${dynamicSchedules} as d where ${d.namespace} = ${values.namespace}::text and ${d.nextFireAt} > ${now})
       ) as taken
     )`;
