@@ -200,7 +200,7 @@ describe("operator actions", () => {
     expect((await ledger.retrying()).find((job) => job.id === probe.id)?.retryOverride).toBe("probe");
 
     await expect(ledger.enqueue(entity, {}, { retry: { maxAttempts: 2, delayMs: () => 5 } as never })).rejects.toBeInstanceOf(InvalidArgumentError);
-    await expect(ledger.enqueue(entity, {}, { retry: "sometimes" as never })).rejects.toThrow(/retry must be "probe", "entity", "maintenance"/);
+    await expect(ledger.enqueue(entity, {}, { retry: "sometimes" as never })).rejects.toThrow(/retry: must be "probe", "entity", "maintenance"/);
     await expect(ledger.enqueue(entity, {}, { retry: { maxAttempts: 0 } })).rejects.toThrow(/maxAttempts: must be a positive integer/);
     const [count] = await query<{ n: number }>(ledger.database.db, sql`select count(*)::int as n from cronledger.jobs where job_name = ${entity.name}`);
     expect(count?.n).toBe(2);

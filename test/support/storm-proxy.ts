@@ -86,6 +86,8 @@ class Session {
   /** A cancel was injected: the server's messages are dropped up to the next ReadyForQuery. */
   dropping = false;
   ended = false;
+  /** The type of the last message the server sent, to keep a Describe's two answers together. */
+  private lastFromServer = "";
   /** The last messages each way (`c:P`, `s:D`) and injections, for a test's failure report. */
   readonly trail: string[] = [];
   /** An armed fault fires at the server message this many messages from now. */
@@ -149,7 +151,12 @@ class Session {
     const type = String.fromCharCode(data[0] as number);
     this.note(`s:${type}${this.dropping ? "(dropped)" : ""}`);
     const armed = this.armed;
-    if (armed && (armed.fault === "terminate" || this.cancellable)) {
+    // A Describe's ParameterDescription and its RowDescription (or NoData) leave the server as one answer: a real
+    // cancel never lands between them. (postgres.js 3.4 caches a statement at its ParameterDescription, so an error
+    // there would leave it cached without columns and its next use failing with a TypeError.)
+    const describing = this.lastFromServer === "t" && (type === "T" || type === "n");
+    this.lastFromServer = type;
+    if (armed && (armed.fault === "terminate" || (this.cancellable && !describing))) {
       armed.countdown -= 1;
       if (armed.countdown <= 0) {
         this.fire(!this.started ? "startup" : this.syncs > 0 || this.executing || this.flushed ? `before ${type} (message ${this.answered + 1} of the answer)` : `idle, before ${type}`);
