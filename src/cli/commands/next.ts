@@ -32,8 +32,8 @@ export const next: Command = {
   async run(args, io) {
     const count = integerOption(args, "count", 1, 1_000) ?? DEFAULT_NEXT_COUNT;
     const fromMs = instantOption(args, "from") ?? Date.now();
-    const { entries, invalid } = await configEntries(args, io);
-    const chosen = await withDynamic(entries, args, io);
+    const { entries, invalid, databaseNamed } = await configEntries(args, io);
+    const chosen = databaseNamed ? await withDynamic(entries, args, io) : selectEntries(entries, args.arguments);
     const upcoming = chosen.map((entry) => upcomingSlots(entry, fromMs, count));
     if (args.boolean("json")) io.stdout(JSON.stringify(nextDocument(fromMs, upcoming, invalid), null, 2));
     else for (const line of describeUpcoming(upcoming)) io.stdout(line);
@@ -45,7 +45,10 @@ export const next: Command = {
 };
 
 /** The config's valid entries, as createCronledger loads them, and the invalid ones left out, each problem reported on stderr. */
-export async function configEntries(args: ParsedArgs, io: CliIO): Promise<{ entries: readonly ResolvedEntry[]; invalid: readonly InvalidScheduleEntry[] }> {
+export async function configEntries(
+  args: ParsedArgs,
+  io: CliIO,
+): Promise<{ entries: readonly ResolvedEntry[]; invalid: readonly InvalidScheduleEntry[]; databaseNamed: boolean }> {
   const file = requireConfigFile(args, io);
   const config = parseConfig(await loadConfig(file), file);
   const loaded = loadEntries(config.schedule ?? [], [], config.jobs, {
@@ -57,13 +60,16 @@ export async function configEntries(args: ParsedArgs, io: CliIO): Promise<{ entr
   for (const entry of loaded.invalid) {
     for (const problem of entry.problems) io.stderr(`error [${problem.code}] ${problem.message} (left out; run \`cronledger preflight\`)`);
   }
-  return { entries: loaded.entries, invalid: loaded.invalid };
+  // Only a database the config or DATABASE_URL names is looked in for dynamic keys: never an embedded one made here.
+  const databaseNamed = config.database !== undefined || (io.env.DATABASE_URL ?? "") !== "";
+  return { entries: loaded.entries, invalid: loaded.invalid, databaseNamed };
 }
 
 /**
  * The entries the names pick: those of the config, and for a name none of
  * them has, the dynamic entry with that key (`ledger.schedules`), read from
- * the config's database (the only case `next` opens it). An unknown name is
+ * the config's database (the only case `next` opens it, and only when the
+ * config or DATABASE_URL names one). An unknown name is
  * refused with the config's did-you-mean.
  */
 async function withDynamic(entries: readonly ResolvedEntry[], args: ParsedArgs, io: CliIO): Promise<readonly ResolvedEntry[]> {
