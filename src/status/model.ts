@@ -1,3 +1,6 @@
+// The status document: its types (entries, broken entries, dynamic entries, the reads it takes) and its one builder,
+// about 390 lines because the document and the function that fills it are read together; the parts that stand alone
+// (health, runs, the wire form) live beside it in src/status/.
 import type { LedgerRow } from "../db/sql/ledger.js";
 import type { ScheduleProblem } from "../errors.js";
 import type { WaitingForWorker } from "../operators/operations.js";
