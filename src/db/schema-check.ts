@@ -176,8 +176,12 @@ export async function inspectSchema(executor: Executor, all: readonly SchemaVers
 
 const checked = new WeakMap<Database, Promise<void>>();
 
-/** Waits between the check's attempts: a statement's bad luck passes within them, an absent server does not. */
-const CHECK_RETRY_DELAYS_MS = [200, 1_000];
+/**
+ * Waits between the check's attempts, about 7 s in all: a statement's bad luck, or a link that drops for a few
+ * seconds, passes within them (a fault soak's cut of twice a 3 s lease killed a replica at its start with 1.2 s);
+ * an absent server is not retried at all (isStatementMishap).
+ */
+const CHECK_RETRY_DELAYS_MS = [200, 1_000, 2_000, 4_000];
 
 /**
  * A check that a server which is there cut short: the statement cancelled (57014), a conflict (40001, 40P01), the
@@ -205,8 +209,8 @@ async function inspectPatiently(executor: Executor): Promise<SchemaInspection> {
 
 /**
  * Throws MigrationRequiredError unless the database has everything this
- * version of cronledger needs. One catalog statement (tried up to three times
- * over about a second when a reachable server cancels or ends it), once per Database
+ * version of cronledger needs. One catalog statement (tried up to five times
+ * over about 7 s when a reachable server cancels or ends it), once per Database
  * (memoized; a failure is not, so a process retries after a migration).
  * `executor`: where to read the catalog, default the database itself; the
  * application's transaction when the first write is an enqueue inside it
