@@ -194,19 +194,23 @@ export async function removeDynamic(executor: Executor, namespace: string, entri
   return rows.map((row) => row.key);
 }
 
-/** A stored entry with its ledger state and last run, as get and list return it. */
-export interface DynamicEntryState {
+/** A stored entry's definition columns, as every read of `dynamic_schedules` returns them (the payload aside). */
+interface DynamicDefinitionColumns {
   key: string;
   job_name: string;
   cron: string;
   timezone: string;
-  payload: unknown;
   jitter_ms: number;
   catch_up_window_ms: number;
   queue: string;
   priority: number;
   max_attempts: number;
   overlap: string;
+}
+
+/** A stored entry with its ledger state and last run, as get and list return it. */
+export interface DynamicEntryState extends DynamicDefinitionColumns {
+  payload: unknown;
   next_fire_ms: number | null;
   version: number;
   created_ms: number;
@@ -318,18 +322,8 @@ export async function dynamicOrphansIfStored(executor: Executor, namespace: stri
 }
 
 /** A due entry as a pass takes it: its definition, version and ledger state. */
-export interface TakenRow {
-  key: string;
-  job_name: string;
-  cron: string;
-  timezone: string;
+export interface TakenRow extends DynamicDefinitionColumns {
   payload: string;
-  jitter_ms: number;
-  catch_up_window_ms: number;
-  queue: string;
-  priority: number;
-  max_attempts: number;
-  overlap: string;
   version: number;
   /** The ledger value; null when the row is gone (the entry was removed and re-created meanwhile, or never had one). */
   ledger_ms: number | null;
