@@ -59,7 +59,7 @@ describe("a replica under load whose live connections get a storm of 57014 and 5
   it.each([
     { load: "payloads of a few bytes, a failed enqueue retried after 5 ms", pad: 0, retryAtOnce: false },
     { load: "payloads of 1,500 bytes, a failed enqueue retried at once", pad: 1_500, retryAtOnce: true },
-  ])(`lives through ${EACH} of each ($load): every acknowledged enqueue is done, and heartbeats resume within one interval`, async ({ pad, retryAtOnce }) => {
+  ])(`lives through ${EACH} of each ($load): every acknowledged enqueue is done, and heartbeats resume within one interval`, async ({ load, pad, retryAtOnce }) => {
     const stormProxy = await startStormProxy(database.url);
     proxy = stormProxy;
     replica = watch(process.execPath, ["--import", "tsx", FIXTURE], {
@@ -132,7 +132,7 @@ describe("a replica under load whose live connections get a storm of 57014 and 5
     expect(watched.child.exitCode).toBeNull();
     expect(watched.output()).not.toMatch(/TypeError|uncaught|unhandled/i);
     process.stderr.write(
-      `storm: ${cancels.length} cancels, ${terminations.length} terminations over ${stormProxy.injections.length > 0 ? stormEnded - stormProxy.injections[0]!.at : 0} ms; ` +
+      `storm (${load}): ${cancels.length} cancels, ${terminations.length} terminations over ${stormProxy.injections.length > 0 ? stormEnded - stormProxy.injections[0]!.at : 0} ms; ` +
         `${ids.length} acknowledged enqueues all done; first beat ${beat! - stormEnded} ms after the storm\n`,
     );
   }, 240_000);
