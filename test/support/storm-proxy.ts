@@ -107,7 +107,7 @@ class Session {
    * is still being answered: a cancel then ended the dropping at that statement's ReadyForQuery, and the Execute
    * meant to fail the later one reached the server after it, so the later statement's answer came through with a
    * 34000 (portal "cl_storm_poison" does not exist) and its Sync stayed held behind an Execute the server, discarding
-   * until a Sync, never answered: the connection hung in the proxy (1 storm run of 8 with small payloads).
+   * until a Sync, never answered: the connection hung in the proxy (1 storm run of 9 with small payloads).
    */
   get cancellable(): boolean {
     return this.started && !this.dropping && this.syncs === 0 && (this.executing || this.flushed);
