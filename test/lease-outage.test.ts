@@ -61,6 +61,15 @@ describe("a completed job across a cut longer than the lease", () => {
     await cluster?.close();
   });
 
+  /**
+   * Failure tickets of the cases' jobs. A chore of the replica (`cronledger.reap`, ...) whose statement is cut by the
+   * link may fail truthfully (CONNECTION_CLOSED) and leave its own ticket, depending on where the cut lands: seen once
+   * in a loaded run; it is not what these tests are about.
+   */
+  async function caseFailures(): Promise<string[]> {
+    return (await cluster.failures()).failures.filter((ticket) => ticket.jobType.startsWith("lease.")).map((ticket) => `${ticket.jobType} ${ticket.id}: ${ticket.lastError}`);
+  }
+
   /** How many times each job's handler started in the replica. */
   function starts(id: number): number {
     return replica.output().split("\n").filter((line) => new RegExp(`^start \\S+ ${id} `).test(line)).length;
@@ -115,7 +124,7 @@ describe("a completed job across a cut longer than the lease", () => {
       ["lease.thrice", "succeeded", 1],
     ]);
     for (const id of [...ids, skipId]) expect(starts(id)).toBe(1);
-    expect((await cluster.failures()).failures).toEqual([]);
+    expect(await caseFailures()).toEqual([]);
     // The entry's next slot after the cut fires (its job had ended during the cut), and none is skipped.
     await until(
       "the skip entry fires after the cut",
@@ -154,7 +163,7 @@ describe("a completed job across a cut longer than the lease", () => {
       ["lease.thrice", "succeeded", 1],
     ]);
     for (const id of ids) expect(starts(id)).toBe(1);
-    expect((await cluster.failures()).failures).toEqual([]);
+    expect(await caseFailures()).toEqual([]);
     const counts = await query<{ status: string; n: number }>(
       cluster.database.db,
       sql`select status, sum(n)::int as n from cronledger.job_counts where queue = 'default' group by status order by status`,
