@@ -9,9 +9,9 @@ import type { RetryingJob, RunningJob } from "../operators/operations.js";
 import { redact } from "../redact.js";
 import { clearQuarantineForm } from "./page-quarantine.js";
 import { ENTRY_STATES, type EntryRun, type EntryState } from "../status/health.js";
-import { pageOf, type EntryProblem, type EntryStatus, type SchedulerStatus } from "../status/model.js";
+import { pageOf, type DynamicEntryStatus, type EntryProblem, type EntryStatus, type SchedulerStatus } from "../status/model.js";
 import type { ResolvedEntry } from "../schedule/validate.js";
-import { dynamicEntryState, type DynamicScheduleEntry } from "../schedule/schedules.js";
+import { dynamicEntryState } from "../schedule/schedules.js";
 import { upcomingIndex, upcomingList, UPCOMING_STYLE } from "./page-upcoming.js";
 import { documentHead, escapeHtml } from "./html.js";
 import { RUNNING_STYLE, runningSection } from "./page-running.js";
@@ -191,7 +191,7 @@ function dynamicLink(prefix: string, after: string | null, text: string): string
   return `<a href="scheduler${query === "" ? "" : `?${query}`}#dynamic">${text}</a>`;
 }
 
-function dynamicRow(entry: DynamicScheduleEntry, now: Date): string {
+function dynamicRow(entry: DynamicEntryStatus, now: Date): string {
   const state = dynamicEntryState(entry);
   const lastRun = entry.lastRun === null ? `<span class="muted">no run yet</span>` : `${escapeHtml(entry.lastRun.status)}${entry.lastRun.slot === null ? "" : ` · slot ${instant(entry.lastRun.slot, now)}`}`;
   return `<tr data-key="${escapeHtml(entry.key)}" data-state="${state}">
@@ -199,6 +199,7 @@ function dynamicRow(entry: DynamicScheduleEntry, now: Date): string {
   <td data-label="Job">${escapeHtml(entry.jobName)}</td>
   <td data-label="Schedule"><code>${escapeHtml(entry.cron)}</code> <span class="muted">${escapeHtml(entry.timezone)}</span></td>
   <td data-label="State"><span class="badge dynamic-${state}">${escapeHtml(state)}</span></td>
+  <td data-label="Recent runs">${strip(entry.recentRuns)}</td>
   <td data-label="Next fire">${instant(entry.nextFireAt, now)}</td>
   <td data-label="Last run">${lastRun}</td>
 </tr>`;
@@ -218,7 +219,7 @@ function dynamicSection(status: SchedulerStatus): string {
   const pager = `<p class="pager">${page.entries.length} entries from <code>${escapeHtml(page.entries[0]!.key)}</code>${page.next === null ? " · last page" : ` · ${dynamicLink(prefix, page.next, "next page")}`}</p>`;
   return `${summary}
 ${search}
-<table id="dynamic-entries"><thead><tr><th>Key</th><th>Job</th><th>Schedule</th><th>State</th><th>Next fire</th><th>Last run</th></tr></thead><tbody>
+<table id="dynamic-entries"><thead><tr><th>Key</th><th>Job</th><th>Schedule</th><th>State</th><th>Recent runs</th><th>Next fire</th><th>Last run</th></tr></thead><tbody>
 ${rows}
 </tbody></table>
 ${pager}`;
