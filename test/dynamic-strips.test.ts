@@ -7,7 +7,7 @@ import { createTestStore, rows, type TestStore } from "./support/ledger.js";
 
 // The run strips of dynamic entries (`ledger.schedules`, issue 33): a page of them in the status carries each entry's
 // recent runs as a static entry's strip does, read for that page's keys only in one statement, and the Schedule page
-// draws them in the dynamic entries' table.
+// draws them in the dynamic entries' table, beside the same Pause/Resume/Run now buttons a static entry has.
 const sync = defineJob({ name: "tenant.sync", run: () => {} });
 const flaky = defineJob({
   name: "tenant.flaky",
@@ -92,6 +92,21 @@ describe("the run strips of dynamic entries", () => {
     expect(row("tenant:3:sync")).toContain(`<span class="strip empty muted">no runs yet</span>`);
     expect(row("tenant:4:sync")).toContain(`aria-label="last ${STRIP} runs: ${STRIP} skipped"`);
     expect(row("tenant:4:sync")).toContain("skipped (paused), never run");
+
+    // The entry's buttons as a static entry's, named by its key: Pause… and Run now… on a running entry, Resume… on a paused one.
+    expect(every).toMatch(/<form method="post" action="scheduler\/entries\/pause"><input type="hidden" name="entry" value="tenant:1:sync">/);
+    expect(every).toContain(`action="scheduler/entries/trigger"`);
+    expect(row("tenant:4:sync")).toMatch(/<form method="post" action="scheduler\/entries\/resume"><input type="hidden" name="entry" value="tenant:4:sync">/);
+    const resumed = await handler(
+      new Request("http://localhost/admin/scheduler/entries/resume", {
+        method: "POST",
+        headers: { authorization: `Bearer ${TOKEN}`, "content-type": "application/x-www-form-urlencoded", accept: "text/html" },
+        body: new URLSearchParams({ entry: "tenant:4:sync", by: "ops" }).toString(),
+      }),
+    );
+    expect([resumed.status, resumed.headers.get("location")]).toEqual([303, "../../scheduler?resumed=dynamic%3Atenant%3A4%3Async&changed=1#entries"]);
+    expect((await ledger.schedules.get("tenant:4:sync"))?.paused).toBeNull();
+    await ledger.pause("tenant:4:sync", { note: "suspended" });
   });
   it("are read for the page only: one statement more whatever is stored, none for an empty page", async () => {
     const statementsOf = async (read: () => Promise<unknown>) => {

@@ -3,7 +3,7 @@
 // stylesheet (light/dark, desktop/phone) must be read together; the data is the status model
 // (src/status/model.ts), rendered as it is.
 import { createHash } from "node:crypto";
-import { ENTRY_ACTION_NOTICE_PARAMS, ENTRY_ACTIONS_STYLE, entryActions } from "./page-entry-actions.js";
+import { dynamicEntryActions, ENTRY_ACTION_NOTICE_PARAMS, ENTRY_ACTIONS_STYLE, entryActions } from "./page-entry-actions.js";
 import type { FailureTicket } from "../operators/failures.js";
 import type { RetryingJob, RunningJob } from "../operators/operations.js";
 import { redact } from "../redact.js";
@@ -198,7 +198,7 @@ function dynamicRow(entry: DynamicEntryStatus, now: Date): string {
   <td data-label="Key"><strong>${wrappable(entry.key)}</strong><div class="identity">${wrappable(entry.ledgerKey)}</div></td>
   <td data-label="Job">${escapeHtml(entry.jobName)}</td>
   <td data-label="Schedule"><code>${escapeHtml(entry.cron)}</code> <span class="muted">${escapeHtml(entry.timezone)}</span></td>
-  <td data-label="State"><span class="badge dynamic-${state}">${escapeHtml(state)}</span></td>
+  <td data-label="State"><span class="badge dynamic-${state}">${escapeHtml(state)}</span>${dynamicEntryActions(entry)}</td>
   <td data-label="Recent runs">${strip(entry.recentRuns)}</td>
   <td data-label="Next fire">${instant(entry.nextFireAt, now)}</td>
   <td data-label="Last run">${lastRun}</td>
