@@ -1,8 +1,10 @@
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createAdminHandler } from "../src/admin/handler.js";
+import { startAdminServer } from "../src/admin/server.js";
 import type { Cronledger } from "../src/cronledger.js";
 import { defineJob } from "../src/jobs/define-job.js";
+import { launchBrowser } from "./support/browser.js";
 import { createTestStore, rows, type TestStore } from "./support/ledger.js";
 
 // The run strips of dynamic entries (`ledger.schedules`, issue 33): a page of them in the status carries each entry's
@@ -108,6 +110,29 @@ describe("the run strips of dynamic entries", () => {
     expect((await ledger.schedules.get("tenant:4:sync"))?.paused).toBeNull();
     await ledger.pause("tenant:4:sync", { note: "suspended" });
   });
+  it("fit a 390 px phone in real Chromium: the dynamic entries' rows become cards, strips included, no sideways scrolling", async () => {
+    const server = await startAdminServer(ledger, { port: 0, token: TOKEN });
+    const browser = await launchBrowser({ extraHTTPHeaders: { authorization: `Bearer ${TOKEN}` } });
+    try {
+      const page = await browser.context.newPage();
+      await page.setViewportSize({ width: 390, height: 900 });
+      expect((await page.goto(`${server.url}/admin/scheduler?prefix=tenant:`))?.status()).toBe(200);
+      // (Expressions run in the page; this project's TypeScript has no DOM types.)
+      const widths = (await page.evaluate("({ page: document.documentElement.scrollWidth, viewport: window.innerWidth })")) as { page: number; viewport: number };
+      // Nothing sticks out: neither the dynamic rows nor a failure's idempotency key (`<namespace>#dynamic|dynamic:<key>@<slot>`).
+      const wide = await page.evaluate("[...document.querySelectorAll('main *')].filter((e) => e.getBoundingClientRect().right > window.innerWidth).map((e) => e.tagName + ' ' + (e.textContent || '').slice(0, 60))");
+      expect(wide).toEqual([]);
+      expect(widths.page).toBeLessThanOrEqual(widths.viewport);
+      const strip = page.locator(`#dynamic-entries tr[data-key="tenant:1:sync"] .strip`);
+      expect(await strip.isVisible()).toBe(true);
+      const box = await strip.boundingBox();
+      expect((box?.x ?? 0) + (box?.width ?? 0)).toBeLessThanOrEqual(390);
+    } finally {
+      await browser.close();
+      await server.close();
+    }
+  });
+
   it("are read for the page only: one statement more whatever is stored, none for an empty page", async () => {
     const statementsOf = async (read: () => Promise<unknown>) => {
       const before = ledger.database.statements.count;

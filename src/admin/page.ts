@@ -290,7 +290,7 @@ function failuresSection(failures: readonly FailureTicket[], now: Date): string 
       return `<div class="card failure${failure.retriedAs === null ? "" : " was-retried"}" id="failure-${failure.id}">
   <div><strong>${escapeHtml(failure.jobType)}</strong> #${failure.id} · failed ${instant(failure.failedAt, now)}
     · ${failure.attempts}/${failure.maxAttempts} attempts${failure.retryOverride ? ` (retry policy <code>${escapeHtml(failure.retryOverride)}</code>, given at enqueue)` : ""}${failure.scheduledFor ? ` · slot ${escapeHtml(failure.scheduledFor.toISOString())}` : ""}
-    ${failure.idempotency ? ` · key <code>${escapeHtml(failure.idempotency)}</code>` : ""}</div>
+    ${failure.idempotency ? ` · key <code>${wrappable(failure.idempotency)}</code>` : ""}</div>
   <pre>${escapeHtml(redact(failure.lastError ?? "(no error recorded)"))}</pre>
   ${action}
 </div>`;
@@ -331,10 +331,10 @@ button{font:inherit;padding:.2rem .7rem;cursor:pointer}button.danger{color:var(-
 .run.retried{box-shadow:inset 0 -5px 0 var(--warn)}.run.late{box-shadow:inset 0 5px 0 var(--fg)}.run.late.retried{box-shadow:inset 0 5px 0 var(--fg),inset 0 -5px 0 var(--warn)}
 .legend .run{margin:0 .15rem 0 .5rem}.scroll{overflow-x:auto}#refresh-status{font-size:12px}
 @media (max-width:700px){body{padding:.6rem .7rem}
-#entries thead{display:none}#entries,#entries tbody,#entries tr,#entries td{display:block;width:100%}
-#entries tr{border:1px solid var(--line);border-radius:6px;margin:.5rem 0;padding:.3rem 0;background:var(--card)}
-#entries td{border:0;padding:.2rem .6rem}#entries td::before{content:attr(data-label);display:block;font-size:11px;color:var(--muted);text-transform:uppercase;letter-spacing:.03em}
-#entries td[data-label="Schedule"]::before,#entries td[data-label="Last slot"]::before,#entries td[data-label="Next run"]::before{display:inline;margin-right:.5rem}
+#entries thead,#dynamic-entries thead{display:none}#entries,#entries tbody,#entries tr,#entries td,#dynamic-entries,#dynamic-entries tbody,#dynamic-entries tr,#dynamic-entries td{display:block;width:100%}
+#entries tr,#dynamic-entries tr{border:1px solid var(--line);border-radius:6px;margin:.5rem 0;padding:.3rem 0;background:var(--card)}
+#entries td,#dynamic-entries td{border:0;padding:.2rem .6rem}#entries td::before,#dynamic-entries td::before{content:attr(data-label);display:block;font-size:11px;color:var(--muted);text-transform:uppercase;letter-spacing:.03em}
+#entries td[data-label="Schedule"]::before,#entries td[data-label="Last slot"]::before,#entries td[data-label="Next run"]::before,#dynamic-entries td[data-label="Schedule"]::before,#dynamic-entries td[data-label="Next fire"]::before{display:inline;margin-right:.5rem}
 .strip{max-width:100%;min-width:0}.reason{max-width:none}}`;
 
 /**
