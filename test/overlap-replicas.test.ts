@@ -7,6 +7,7 @@ import { silentLogger } from "../src/log.js";
 import type { OverlapPolicy } from "../src/schedule/define-schedule.js";
 import { SYNC_JOB } from "./fixtures/slot-schedule.js";
 import { createTestDatabase } from "./support/database.js";
+import { expectOverlapPolicy, overlapFindings, OVERLAP_RUNS_TABLE, sampleQueue, type QueueSample } from "./support/overlap-policy.js";
 import { startSlotReplica, type ReplicaTick, type SlotReplica } from "./support/slot-replicas.js";
 
 /**
@@ -24,26 +25,18 @@ const JOB_MS = 3 * STEP_MS;
 const STEPS = 12;
 const slot = (step: number) => T0 + step * MINUTE;
 
-interface Sample {
-  queued: number;
-  held: number;
-  running: number;
-  /** Running jobs older than the entry's newest live job that were not asked to stop. */
-  unasked: number;
-}
-
-describe.each(["skip", "buffer_one", "cancel_other"] as const)("overlap %s across three replica processes", (policy: OverlapPolicy) => {
+describe.each(["skip", "buffer_one", "cancel_other", "allow_all"] as const)("overlap %s across three replica processes", (policy: OverlapPolicy) => {
   let database: { url: string; drop: () => Promise<void> };
   let observer: Cronledger;
   const replicas: SlotReplica[] = [];
-  const run = <T>(statement: ReturnType<typeof sql>) => query<T>(observer.database.db, statement);
+  const ofEntry = sql`job_name = ${SYNC_JOB}`;
 
   beforeAll(async () => {
     database = await createTestDatabase(`${import.meta.url}_${policy}`);
     const sync = defineJob({ name: SYNC_JOB, run: () => {} });
     observer = createCronledger({ database: { url: database.url, poolSize: 2 }, jobs: [sync], logger: silentLogger, metrics: false, chores: false });
     await observer.migrate();
-    await run(sql`create table overlap_runs (job_id bigint primary key, replica text not null, started timestamptz not null, ended timestamptz)`);
+    await query(observer.database.db, OVERLAP_RUNS_TABLE);
   });
 
   afterAll(async () => {
@@ -58,7 +51,7 @@ describe.each(["skip", "buffer_one", "cancel_other"] as const)("overlap %s acros
     }
     const tickAll = (step: number) => Promise.all(replicas.map((replica) => replica.send<ReplicaTick>(`tick ${slot(step) + 500}`)));
     await tickAll(0);
-    const samples: Sample[] = [];
+    const samples: QueueSample[] = [];
     let skippedSlots = 0;
     for (let step = 1; step <= STEPS; step += 1) {
       const reports = await tickAll(step);
@@ -66,12 +59,7 @@ describe.each(["skip", "buffer_one", "cancel_other"] as const)("overlap %s acros
       const handled = reports.reduce((sum, report) => sum + report.enqueued.length + report.skipped.length, 0);
       expect(handled, `step ${step}: ${JSON.stringify(reports)}`).toBe(1);
       skippedSlots += reports.reduce((sum, report) => sum + report.skipped.length, 0);
-      const [sample] = await run<Sample>(
-        sql`select count(*) filter (where status = 'queued')::int as queued, count(*) filter (where status = 'held')::int as held,
-              count(*) filter (where status = 'running')::int as running,
-              count(*) filter (where status = 'running' and cancel_requested_at is null and id < (select max(id) from cronledger.job_queue where job_name = ${SYNC_JOB}))::int as unasked
-            from cronledger.job_queue where job_name = ${SYNC_JOB}`,
-      );
+      const sample = await sampleQueue(observer.database.db, ofEntry);
       if (sample) samples.push(sample);
       // The entry's clock advances one period per STEP_MS of real time, so a job of JOB_MS spans three slots.
       await new Promise((resolve) => setTimeout(resolve, STEP_MS));
@@ -80,50 +68,8 @@ describe.each(["skip", "buffer_one", "cancel_other"] as const)("overlap %s acros
     replicas.length = 0;
 
     // Every slot exactly once: fired (whatever became of its job), skipped, or cancelled by a later slot. None missing, no duplicate.
-    const rows = await run<{ slot_ms: number; status: string; outcome: string | null }>(
-      sql`select (extract(epoch from scheduled_for) * 1000)::float8 as slot_ms, status, outcome from cronledger.jobs where job_name = ${SYNC_JOB} order by scheduled_for, id`,
-    );
-    expect(rows.map((row) => row.slot_ms)).toEqual(Array.from({ length: STEPS }, (_, index) => slot(index + 1)));
-    const runs = await run<{ started_ms: number; ended_ms: number | null }>(
-      sql`select (extract(epoch from started) * 1000)::float8 as started_ms, (extract(epoch from ended) * 1000)::float8 as ended_ms from overlap_runs order by started`,
-    );
-    const mostAtOnce = Math.max(...runs.map((a) => runs.filter((b) => b.started_ms <= a.started_ms && (b.ended_ms ?? Infinity) > a.started_ms).length));
-    expect(runs.length).toBeGreaterThanOrEqual(2);
-    // The history's view of the same runs: each attempt's claim (started_at) and its end (finished_at; null while it runs).
-    const attempts = await run<{ id: number; started_ms: number; finished_ms: number | null }>(
-      sql`select id::float8 as id, (extract(epoch from started_at) * 1000)::float8 as started_ms, (extract(epoch from finished_at) * 1000)::float8 as finished_ms
-          from cronledger.jobs where job_name = ${SYNC_JOB} and started_at is not null order by started_at, id`,
-    );
-    const overlapping = attempts.flatMap((a, index) =>
-      attempts.slice(index + 1).filter((b) => b.started_ms < (a.finished_ms ?? Infinity)).map((b) => `#${a.id} and #${b.id}`),
-    );
-
-    if (policy === "skip") {
-      // Never two jobs of the entry queued or running at once: in the queue at every step, and in the handlers' own clocks.
-      expect(samples.every((sample) => sample.queued + sample.running <= 1), JSON.stringify(samples)).toBe(true);
-      expect(mostAtOnce).toBe(1);
-      expect(skippedSlots).toBeGreaterThan(0);
-      expect(rows.filter((row) => row.status === "skipped").every((row) => row.outcome === "overlap")).toBe(true);
-    } else if (policy === "buffer_one") {
-      // One runs at a time, at most one waits (held behind it), slots beyond that are skipped; runs never overlap.
-      expect(samples.every((sample) => sample.running <= 1 && sample.queued + sample.held <= 1), JSON.stringify(samples)).toBe(true);
-      expect(samples.some((sample) => sample.held === 1), JSON.stringify(samples)).toBe(true);
-      expect(mostAtOnce).toBe(1);
-      expect(overlapping).toEqual([]);
-      expect(attempts.length).toBeGreaterThanOrEqual(3);
-      expect(skippedSlots).toBeGreaterThan(0);
-    } else {
-      // Nothing is skipped; one runs at a time and at most one waits; every running job older than the newest has been asked
-      // to stop; the replacing job starts only after the stopped one has ended.
-      expect(skippedSlots).toBe(0);
-      expect(rows.some((row) => row.status === "skipped")).toBe(false);
-      expect(samples.every((sample) => sample.running <= 1 && sample.queued + sample.held <= 1 && sample.unasked === 0), JSON.stringify(samples)).toBe(true);
-      expect(mostAtOnce).toBe(1);
-      expect(overlapping).toEqual([]);
-      // The policy acted: running jobs were stopped (they end cancelled) and their replacements waited held.
-      const [stopped] = await run<{ n: number }>(sql`select count(*)::int as n from cronledger.jobs where job_name = ${SYNC_JOB} and status = 'cancelled'`);
-      expect(stopped?.n ?? 0).toBeGreaterThan(0);
-      expect(samples.some((sample) => sample.held === 1), JSON.stringify(samples)).toBe(true);
-    }
+    const findings = await overlapFindings(observer.database.db, ofEntry);
+    expect(findings.rows.map((row) => row.slot_ms)).toEqual(Array.from({ length: STEPS }, (_, index) => slot(index + 1)));
+    expectOverlapPolicy(policy, findings, samples, skippedSlots);
   }, 180_000);
 });

@@ -310,7 +310,8 @@ export function createAdminHandler(ledger: AdminLedger, options: AdminHandlerOpt
       // Strips only for the entries this page shows (PAGE_ENTRIES x PAGE_RUNS rows at most), read with the status itself.
       const runs = { limit: PAGE_RUNS, state: view.state, page: view.page, perPage: PAGE_ENTRIES };
       const [status, failures, retrying, running] = await Promise.all([
-        ledger.status({ runs, dynamic: dynamicPage(params, PAGE_DYNAMIC) }),
+        // The dynamic entries' page gets the same strips, read for its PAGE_DYNAMIC keys only (src/status/dynamic-strips.ts).
+        ledger.status({ runs, dynamic: { ...dynamicPage(params, PAGE_DYNAMIC), runs: PAGE_RUNS } }),
         ledger.failures({ limit: pageFailures }),
         ledger.retrying({ limit: PAGE_RETRYING }),
         ledger.running({ limit: PAGE_RUNNING }),

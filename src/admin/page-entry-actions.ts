@@ -14,8 +14,16 @@ import type { EntryStatus } from "../status/model.js";
 
 /** The buttons of one entry's row; empty for a chore. */
 export function entryActions(entry: EntryStatus): string {
-  if (entry.chore) return "";
-  const name = escapeHtml(entry.identity);
+  return entry.chore ? "" : actionButtons({ name: entry.identity, jobName: entry.jobName, paused: entry.pause !== null });
+}
+
+/** The same buttons on a dynamic entry's row, named by its key (the admin routes resolve a dynamic key as any entry's name). */
+export function dynamicEntryActions(entry: { readonly key: string; readonly jobName: string; readonly paused: unknown }): string {
+  return actionButtons({ name: entry.key, jobName: entry.jobName, paused: entry.paused !== null });
+}
+
+function actionButtons(entry: { readonly name: string; readonly jobName: string; readonly paused: boolean }): string {
+  const name = escapeHtml(entry.name);
   const job = escapeHtml(entry.jobName);
   const hidden = `<input type="hidden" name="entry" value="${name}">`;
   const runNow = `<details class="confirm"><summary>Run now…</summary>
@@ -23,7 +31,7 @@ export function entryActions(entry: EntryStatus): string {
 <p>Run <strong>${job}</strong> now, with its payload? Its overlap policy applies.</p>
 <button type="submit">Confirm: run now</button></form></details>`;
   const pauseOrResume =
-    entry.pause === null
+    !entry.paused
       ? `<details class="confirm"><summary>Pause…</summary>
 <form method="post" action="scheduler/entries/pause">${hidden}
 <p>Pause <strong>${job}</strong>? Every replica records its slots as skipped until it is resumed; queued and running jobs are left alone.</p>

@@ -3,15 +3,15 @@
 // stylesheet (light/dark, desktop/phone) must be read together; the data is the status model
 // (src/status/model.ts), rendered as it is.
 import { createHash } from "node:crypto";
-import { ENTRY_ACTION_NOTICE_PARAMS, ENTRY_ACTIONS_STYLE, entryActions } from "./page-entry-actions.js";
+import { dynamicEntryActions, ENTRY_ACTION_NOTICE_PARAMS, ENTRY_ACTIONS_STYLE, entryActions } from "./page-entry-actions.js";
 import type { FailureTicket } from "../operators/failures.js";
 import type { RetryingJob, RunningJob } from "../operators/operations.js";
 import { redact } from "../redact.js";
 import { clearQuarantineForm } from "./page-quarantine.js";
 import { ENTRY_STATES, type EntryRun, type EntryState } from "../status/health.js";
-import { pageOf, type EntryProblem, type EntryStatus, type SchedulerStatus } from "../status/model.js";
+import { pageOf, type DynamicEntryStatus, type EntryProblem, type EntryStatus, type SchedulerStatus } from "../status/model.js";
 import type { ResolvedEntry } from "../schedule/validate.js";
-import { dynamicEntryState, type DynamicScheduleEntry } from "../schedule/schedules.js";
+import { dynamicEntryState } from "../schedule/schedules.js";
 import { upcomingIndex, upcomingList, UPCOMING_STYLE } from "./page-upcoming.js";
 import { documentHead, escapeHtml } from "./html.js";
 import { RUNNING_STYLE, runningSection } from "./page-running.js";
@@ -191,14 +191,15 @@ function dynamicLink(prefix: string, after: string | null, text: string): string
   return `<a href="scheduler${query === "" ? "" : `?${query}`}#dynamic">${text}</a>`;
 }
 
-function dynamicRow(entry: DynamicScheduleEntry, now: Date): string {
+function dynamicRow(entry: DynamicEntryStatus, now: Date): string {
   const state = dynamicEntryState(entry);
   const lastRun = entry.lastRun === null ? `<span class="muted">no run yet</span>` : `${escapeHtml(entry.lastRun.status)}${entry.lastRun.slot === null ? "" : ` · slot ${instant(entry.lastRun.slot, now)}`}`;
   return `<tr data-key="${escapeHtml(entry.key)}" data-state="${state}">
   <td data-label="Key"><strong>${wrappable(entry.key)}</strong><div class="identity">${wrappable(entry.ledgerKey)}</div></td>
   <td data-label="Job">${escapeHtml(entry.jobName)}</td>
   <td data-label="Schedule"><code>${escapeHtml(entry.cron)}</code> <span class="muted">${escapeHtml(entry.timezone)}</span></td>
-  <td data-label="State"><span class="badge dynamic-${state}">${escapeHtml(state)}</span></td>
+  <td data-label="State"><span class="badge dynamic-${state}">${escapeHtml(state)}</span>${dynamicEntryActions(entry)}</td>
+  <td data-label="Recent runs">${strip(entry.recentRuns)}</td>
   <td data-label="Next fire">${instant(entry.nextFireAt, now)}</td>
   <td data-label="Last run">${lastRun}</td>
 </tr>`;
@@ -218,7 +219,7 @@ function dynamicSection(status: SchedulerStatus): string {
   const pager = `<p class="pager">${page.entries.length} entries from <code>${escapeHtml(page.entries[0]!.key)}</code>${page.next === null ? " · last page" : ` · ${dynamicLink(prefix, page.next, "next page")}`}</p>`;
   return `${summary}
 ${search}
-<table id="dynamic-entries"><thead><tr><th>Key</th><th>Job</th><th>Schedule</th><th>State</th><th>Next fire</th><th>Last run</th></tr></thead><tbody>
+<table id="dynamic-entries"><thead><tr><th>Key</th><th>Job</th><th>Schedule</th><th>State</th><th>Recent runs</th><th>Next fire</th><th>Last run</th></tr></thead><tbody>
 ${rows}
 </tbody></table>
 ${pager}`;
@@ -289,7 +290,7 @@ function failuresSection(failures: readonly FailureTicket[], now: Date): string 
       return `<div class="card failure${failure.retriedAs === null ? "" : " was-retried"}" id="failure-${failure.id}">
   <div><strong>${escapeHtml(failure.jobType)}</strong> #${failure.id} · failed ${instant(failure.failedAt, now)}
     · ${failure.attempts}/${failure.maxAttempts} attempts${failure.retryOverride ? ` (retry policy <code>${escapeHtml(failure.retryOverride)}</code>, given at enqueue)` : ""}${failure.scheduledFor ? ` · slot ${escapeHtml(failure.scheduledFor.toISOString())}` : ""}
-    ${failure.idempotency ? ` · key <code>${escapeHtml(failure.idempotency)}</code>` : ""}</div>
+    ${failure.idempotency ? ` · key <code>${wrappable(failure.idempotency)}</code>` : ""}</div>
   <pre>${escapeHtml(redact(failure.lastError ?? "(no error recorded)"))}</pre>
   ${action}
 </div>`;
@@ -330,10 +331,10 @@ button{font:inherit;padding:.2rem .7rem;cursor:pointer}button.danger{color:var(-
 .run.retried{box-shadow:inset 0 -5px 0 var(--warn)}.run.late{box-shadow:inset 0 5px 0 var(--fg)}.run.late.retried{box-shadow:inset 0 5px 0 var(--fg),inset 0 -5px 0 var(--warn)}
 .legend .run{margin:0 .15rem 0 .5rem}.scroll{overflow-x:auto}#refresh-status{font-size:12px}
 @media (max-width:700px){body{padding:.6rem .7rem}
-#entries thead{display:none}#entries,#entries tbody,#entries tr,#entries td{display:block;width:100%}
-#entries tr{border:1px solid var(--line);border-radius:6px;margin:.5rem 0;padding:.3rem 0;background:var(--card)}
-#entries td{border:0;padding:.2rem .6rem}#entries td::before{content:attr(data-label);display:block;font-size:11px;color:var(--muted);text-transform:uppercase;letter-spacing:.03em}
-#entries td[data-label="Schedule"]::before,#entries td[data-label="Last slot"]::before,#entries td[data-label="Next run"]::before{display:inline;margin-right:.5rem}
+#entries thead,#dynamic-entries thead{display:none}#entries,#entries tbody,#entries tr,#entries td,#dynamic-entries,#dynamic-entries tbody,#dynamic-entries tr,#dynamic-entries td{display:block;width:100%}
+#entries tr,#dynamic-entries tr{border:1px solid var(--line);border-radius:6px;margin:.5rem 0;padding:.3rem 0;background:var(--card)}
+#entries td,#dynamic-entries td{border:0;padding:.2rem .6rem}#entries td::before,#dynamic-entries td::before{content:attr(data-label);display:block;font-size:11px;color:var(--muted);text-transform:uppercase;letter-spacing:.03em}
+#entries td[data-label="Schedule"]::before,#entries td[data-label="Last slot"]::before,#entries td[data-label="Next run"]::before,#dynamic-entries td[data-label="Schedule"]::before,#dynamic-entries td[data-label="Next fire"]::before{display:inline;margin-right:.5rem}
 .strip{max-width:100%;min-width:0}.reason{max-width:none}}`;
 
 /**

@@ -6,11 +6,12 @@ import type { ScheduleProblem } from "../errors.js";
 import type { WaitingForWorker } from "../operators/operations.js";
 import { redact } from "../redact.js";
 import type { InvalidScheduleEntry, Scheduler } from "../schedule/scheduler.js";
-import type { DynamicCounts, DynamicSchedulePage, ScheduleListOptions } from "../schedule/schedules.js";
+import type { DynamicCounts, DynamicScheduleEntry, DynamicSchedulePage, ScheduleListOptions } from "../schedule/schedules.js";
 import type { ResolvedEntry } from "../schedule/validate.js";
 import { JOB_STATUSES, type JobStatus } from "../schema.js";
 import { entryHealth, overdueSlot, slotToleranceMs, type EntryRun, type EntryState } from "./health.js";
 import type { EntryProblemTracker } from "./problems.js";
+import { dynamicStrips } from "./dynamic-strips.js";
 import { groupRuns, readRunRows, stateRun, stripFloors, type RunReader } from "./runs.js";
 
 export type { EntryRun, EntryState, RunKind } from "./health.js";
@@ -124,7 +125,22 @@ export interface DynamicStatus {
   readonly counts: DynamicCounts;
   /** The page's key prefix ("" for every key). */
   readonly prefix: string;
-  readonly page: DynamicSchedulePage | null;
+  readonly page: DynamicStatusPage | null;
+}
+
+/** A page of dynamic entries in a status, each with its strip when one was asked for (`dynamic.runs`). */
+export interface DynamicStatusPage extends DynamicSchedulePage {
+  readonly entries: readonly DynamicEntryStatus[];
+}
+
+export interface DynamicEntryStatus extends DynamicScheduleEntry {
+  /** Its most recent runs, newest first, as a static entry's `recentRuns` (the Schedule page's strip); null unless asked for. */
+  readonly recentRuns: readonly EntryRun[] | null;
+}
+
+/** The page of dynamic entries a status lists: `ledger.schedules.list`'s options, and `runs` runs each for their strips (none by default). */
+export interface DynamicStatusRequest extends ScheduleListOptions {
+  readonly runs?: number | undefined;
 }
 
 /** What the status reads of the dynamic entries (`ledger.schedules`). */
@@ -165,18 +181,27 @@ export interface StatusOptions {
   readonly now?: Date | undefined;
   /** Load the recent runs of one page of entries too (`EntryStatus.recentRuns`: the runs of each entry's last `limit` slots, and its last finished run). */
   readonly runs?: StatusRunsRequest | undefined;
-  /** Load one page of the dynamic entries too (`dynamic.page`): keys with `prefix`, after `after`, `limit` of them (default 100, at most 1000). */
-  readonly dynamic?: ScheduleListOptions | undefined;
+  /**
+   * Load one page of the dynamic entries too (`dynamic.page`): keys with `prefix`, after `after`, `limit` of them (default
+   * 100, at most 1000), and with `runs`, each one's last `runs` runs (`recentRuns`: one statement more, for that page only).
+   */
+  readonly dynamic?: DynamicStatusRequest | undefined;
 }
 
 const NO_DYNAMIC: DynamicCounts = { total: 0, due: 0, paused: 0, quarantined: 0, never: 0 };
 
-/** The dynamic entries' counts, and the page asked for: two statements sent together, each bounded whatever is stored. */
-async function readDynamic(reads: DynamicReads | undefined, request: ScheduleListOptions | undefined): Promise<DynamicStatus> {
+/**
+ * The dynamic entries' counts, and the page asked for: two statements sent together, each bounded whatever is stored;
+ * then, when strips are asked for and the page has entries, their runs (one more, src/status/dynamic-strips.ts).
+ */
+async function readDynamic(reads: DynamicReads | undefined, runs: RunReader, request: DynamicStatusRequest | undefined, nowMs: number): Promise<DynamicStatus> {
   const prefix = request?.prefix ?? "";
   if (reads === undefined) return { counts: NO_DYNAMIC, prefix, page: null };
-  const [counts, page] = await Promise.all([reads.counts(), request === undefined ? null : reads.list(request)]);
-  return { counts, prefix, page };
+  const { runs: limit = 0, ...list } = request ?? {};
+  const [counts, page] = await Promise.all([reads.counts(), request === undefined ? null : reads.list(list)]);
+  if (page === null) return { counts, prefix, page };
+  const strips = limit > 0 ? await dynamicStrips(runs, page.entries, limit, nowMs) : null;
+  return { counts, prefix, page: { ...page, entries: page.entries.map((entry) => ({ ...entry, recentRuns: strips === null ? null : (strips.get(entry.ledgerKey) ?? []) })) } };
 }
 
 /** Page `page` (1-based, kept within 1 and the last page) of `perPage` items, and how many pages there are. */
@@ -191,7 +216,8 @@ export function pageOf<T>(items: readonly T[], page: number, perPage: number): {
  * of entries: the ledger with the database clock (one), the counts, the jobs
  * waiting for a worker, and the entries' runs (one, or two sent together
  * when a page's strips are asked for; a page filtered by state reads its
- * strips after the states are known, one more).
+ * strips after the states are known, one more), and the dynamic entries'
+ * counts, their page when asked for and that page's strips (one more).
  */
 export async function buildStatus(sources: StatusSources, options: StatusOptions = {}): Promise<SchedulerStatus> {
   const { scheduler, reads } = sources;
@@ -216,7 +242,8 @@ export async function buildStatus(sources: StatusSources, options: StatusOptions
     readRunRows(reads, listedEntries.map((entry) => entry.ledgerKey), strips),
     // Job names whose ready jobs no live worker knows (the registry of workers, src/db/sql/workers.ts).
     reads.waitingForWorker(),
-    readDynamic(sources.dynamic, options.dynamic),
+    // Its strips' floors and lateness are judged by the app's clock, as the static strips' floors are.
+    readDynamic(sources.dynamic, reads, options.dynamic, floorNowMs),
   ]);
   const nowMs = options.now?.getTime() ?? ledger.nowMs;
   const runs = groupRuns(runRows, listedEntries, nowMs);

@@ -35,7 +35,7 @@ export function stripFloorMs(entry: Pick<ResolvedEntry, "calendar">, limit: numb
 }
 
 /** The floors (stripFloorMs) of `keys`' entries, in key order: null for a key no entry has. */
-export function stripFloors(keys: readonly string[], entries: readonly ResolvedEntry[], limit: number, nowMs: number): (number | null)[] {
+export function stripFloors(keys: readonly string[], entries: readonly Pick<ResolvedEntry, "ledgerKey" | "calendar">[], limit: number, nowMs: number): (number | null)[] {
   const byKey = new Map(entries.map((entry) => [entry.ledgerKey, entry]));
   return keys.map((key) => {
     const entry = byKey.get(key);
@@ -118,7 +118,7 @@ export async function readRunRows(
 }
 
 /** Job rows as runs, by ledger key, newest first (the order entryRuns returns them in); rows of other keys are left out. */
-export function groupRuns(rows: readonly EntryRunRow[], entries: readonly ResolvedEntry[], nowMs: number): Map<string, EntryRun[]> {
+export function groupRuns(rows: readonly EntryRunRow[], entries: readonly Pick<ResolvedEntry, "ledgerKey" | "calendar" | "jitterMs">[], nowMs: number): Map<string, EntryRun[]> {
   const byKey = new Map(entries.map((entry) => [entry.ledgerKey, entry]));
   const runs = new Map<string, EntryRun[]>();
   for (const row of rows) {
