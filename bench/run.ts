@@ -9,6 +9,7 @@ import { machineLine } from "./support.js";
 import { runThroughputBench } from "./throughput.js";
 import { runTickBench } from "./tick.js";
 import { runDynamicBench } from "./dynamic.js";
+import { runDynamicPageBench } from "./dynamic-page.js";
 import { runPgBossSchedulesBench } from "./dynamic-pgboss.js";
 
 console.log(await machineLine("before"));
@@ -20,5 +21,6 @@ await runEnqueueTxBench();
 await runStartupBench();
 await runStatusBench();
 await runDynamicBench();
+await runDynamicPageBench();
 await runPgBossSchedulesBench();
 console.log(`\n${await machineLine("after")}; the bench took ${((performance.now() - started) / 60_000).toFixed(1)} min`);
