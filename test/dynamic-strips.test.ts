@@ -99,14 +99,18 @@ describe("the run strips of dynamic entries", () => {
     expect(every).toMatch(/<form method="post" action="scheduler\/entries\/pause"><input type="hidden" name="entry" value="tenant:1:sync">/);
     expect(every).toContain(`action="scheduler/entries/trigger"`);
     expect(row("tenant:4:sync")).toMatch(/<form method="post" action="scheduler\/entries\/resume"><input type="hidden" name="entry" value="tenant:4:sync">/);
+    // The form's own hidden fields are posted, as a browser would: it comes back to the same key prefix search.
+    const resumeForm = row("tenant:4:sync").match(/<form method="post" action="scheduler\/entries\/resume">[\s\S]*?<\/form>/)?.[0] ?? "";
+    const hidden = Object.fromEntries([...resumeForm.matchAll(/<input type="hidden" name="([^"]+)" value="([^"]*)">/g)].map((match) => [match[1], match[2]]));
+    expect(hidden).toEqual({ entry: "tenant:4:sync", return_prefix: "tenant:" });
     const resumed = await handler(
       new Request("http://localhost/admin/scheduler/entries/resume", {
         method: "POST",
         headers: { authorization: `Bearer ${TOKEN}`, "content-type": "application/x-www-form-urlencoded", accept: "text/html" },
-        body: new URLSearchParams({ entry: "tenant:4:sync", by: "ops" }).toString(),
+        body: new URLSearchParams({ ...hidden, by: "ops" }).toString(),
       }),
     );
-    expect([resumed.status, resumed.headers.get("location")]).toEqual([303, "../../scheduler?resumed=dynamic%3Atenant%3A4%3Async&changed=1#entries"]);
+    expect([resumed.status, resumed.headers.get("location")]).toEqual([303, "../../scheduler?resumed=dynamic%3Atenant%3A4%3Async&changed=1&prefix=tenant%3A#dynamic"]);
     expect((await ledger.schedules.get("tenant:4:sync"))?.paused).toBeNull();
     await ledger.pause("tenant:4:sync", { note: "suspended" });
   });

@@ -1,5 +1,6 @@
 import type { EntryPauseResult, TriggeredRun } from "../operators/operations.js";
 import { InvalidArgumentError } from "../errors.js";
+import { RETURN_PREFIX_FIELD } from "./page-entry-actions.js";
 import { entryPauseDocument, triggeredDocument, type EntryPauseDocument, type TriggeredDocument } from "../wire/entries.js";
 
 /**
@@ -47,12 +48,15 @@ async function bodyFields(request: Request, verb: string): Promise<Record<string
 /** What an entry action did, for the handler to answer as JSON or as a redirect back to the page. */
 export interface EntryActionResult {
   readonly document: EntryPauseDocument | TriggeredDocument;
-  /** The query the page shows the outcome with. */
+  /** The query the page shows the outcome with (and the key prefix a dynamic row's button was pressed under). */
   readonly pageQuery: string;
+  /** Where on the page to come back to: the static entries, or the dynamic ones when a dynamic row's button was pressed. */
+  readonly anchor: "entries" | "dynamic";
 }
 
 export async function runEntryAction(ledger: EntryActionsLedger, verb: string, request: Request): Promise<EntryActionResult> {
   const fields = await bodyFields(request, verb);
+  const back = backTo(fields);
   const entry = fields.entry?.trim() ?? "";
   if (entry === "") throw new InvalidArgumentError("Name the entry: send `entry` (its key, job name or identity, as the status lists them).");
   const by = fields.by?.trim() || ADMIN_OPERATOR;
@@ -60,11 +64,18 @@ export async function runEntryAction(ledger: EntryActionsLedger, verb: string, r
     const requestId = fields.request_id?.trim();
     const run = await ledger.trigger(entry, { by, ...(requestId ? { requestId } : {}) });
     const outcome: Record<string, string> = run.skipped === null ? { triggered: run.identity, job: String(run.jobId ?? ""), created: run.created ? "1" : "0" } : { triggered: run.identity, skipped: run.skipped.detail };
-    return { document: triggeredDocument(run), pageQuery: new URLSearchParams(outcome).toString() };
+    return { document: triggeredDocument(run), pageQuery: new URLSearchParams({ ...outcome, ...back.query }).toString(), anchor: back.anchor };
   }
   const result = verb === "pause" ? await ledger.pause(entry, { note: fields.note ?? null, by }) : await ledger.resume(entry, { by });
-  const pageQuery = new URLSearchParams({ [result.paused ? "paused" : "resumed"]: result.identity, changed: result.changed ? "1" : "0" }).toString();
-  return { document: entryPauseDocument(result), pageQuery };
+  const pageQuery = new URLSearchParams({ [result.paused ? "paused" : "resumed"]: result.identity, changed: result.changed ? "1" : "0", ...back.query }).toString();
+  return { document: entryPauseDocument(result), pageQuery, anchor: back.anchor };
+}
+
+/** A dynamic row's button sends the key prefix its page was searched with: the page comes back to that search. */
+function backTo(fields: Record<string, string>): { query: Record<string, string>; anchor: "entries" | "dynamic" } {
+  const prefix = fields[RETURN_PREFIX_FIELD];
+  if (prefix === undefined) return { query: {}, anchor: "entries" };
+  return { query: prefix === "" ? {} : { prefix }, anchor: "dynamic" };
 }
 
 /** The notice the Schedule page shows after a pause or resume posted from it; null when the query holds none. */

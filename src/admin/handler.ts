@@ -335,7 +335,7 @@ export function createAdminHandler(ledger: AdminLedger, options: AdminHandlerOpt
       if (crossSite(request)) return problem(403, "cross_site", "Cross-site requests cannot change schedule entries.");
       const done = await runEntryAction(ledger, entryAction[1] ?? "", request);
       if ((request.headers.get("accept") ?? "").includes("text/html")) {
-        return new Response(null, { status: 303, headers: { ...BASE_HEADERS, location: `../../scheduler?${done.pageQuery}#entries` } });
+        return new Response(null, { status: 303, headers: { ...BASE_HEADERS, location: `../../scheduler?${done.pageQuery}#${done.anchor}` } });
       }
       return json(200, done.document);
     }

@@ -17,15 +17,21 @@ export function entryActions(entry: EntryStatus): string {
   return entry.chore ? "" : actionButtons({ name: entry.identity, jobName: entry.jobName, paused: entry.pause !== null });
 }
 
-/** The same buttons on a dynamic entry's row, named by its key (the admin routes resolve a dynamic key as any entry's name). */
-export function dynamicEntryActions(entry: { readonly key: string; readonly jobName: string; readonly paused: unknown }): string {
-  return actionButtons({ name: entry.key, jobName: entry.jobName, paused: entry.paused !== null });
+/**
+ * The same buttons on a dynamic entry's row, named by its key (the admin routes resolve a dynamic key as any entry's
+ * name). They carry the key prefix searched, so the page comes back to the same search after the action.
+ */
+export function dynamicEntryActions(entry: { readonly key: string; readonly jobName: string; readonly paused: unknown }, prefix: string): string {
+  return actionButtons({ name: entry.key, jobName: entry.jobName, paused: entry.paused !== null }, { [RETURN_PREFIX_FIELD]: prefix });
 }
 
-function actionButtons(entry: { readonly name: string; readonly jobName: string; readonly paused: boolean }): string {
+/** The form field a dynamic row's buttons send their page's key prefix in (src/admin/entry-actions.ts reads it back). */
+export const RETURN_PREFIX_FIELD = "return_prefix";
+
+function actionButtons(entry: { readonly name: string; readonly jobName: string; readonly paused: boolean }, back: Record<string, string> = {}): string {
   const name = escapeHtml(entry.name);
   const job = escapeHtml(entry.jobName);
-  const hidden = `<input type="hidden" name="entry" value="${name}">`;
+  const hidden = [`<input type="hidden" name="entry" value="${name}">`, ...Object.entries(back).map(([field, value]) => `<input type="hidden" name="${field}" value="${escapeHtml(value)}">`)].join("");
   const runNow = `<details class="confirm"><summary>Run now…</summary>
 <form method="post" action="scheduler/entries/trigger">${hidden}<input type="hidden" name="request_id" value="${randomUUID()}">
 <p>Run <strong>${job}</strong> now, with its payload? Its overlap policy applies.</p>

@@ -191,14 +191,14 @@ function dynamicLink(prefix: string, after: string | null, text: string): string
   return `<a href="scheduler${query === "" ? "" : `?${query}`}#dynamic">${text}</a>`;
 }
 
-function dynamicRow(entry: DynamicEntryStatus, now: Date): string {
+function dynamicRow(entry: DynamicEntryStatus, now: Date, prefix: string): string {
   const state = dynamicEntryState(entry);
   const lastRun = entry.lastRun === null ? `<span class="muted">no run yet</span>` : `${escapeHtml(entry.lastRun.status)}${entry.lastRun.slot === null ? "" : ` · slot ${instant(entry.lastRun.slot, now)}`}`;
   return `<tr data-key="${escapeHtml(entry.key)}" data-state="${state}">
   <td data-label="Key"><strong>${wrappable(entry.key)}</strong><div class="identity">${wrappable(entry.ledgerKey)}</div></td>
   <td data-label="Job">${escapeHtml(entry.jobName)}</td>
   <td data-label="Schedule"><code>${escapeHtml(entry.cron)}</code> <span class="muted">${escapeHtml(entry.timezone)}</span></td>
-  <td data-label="State"><span class="badge dynamic-${state}">${escapeHtml(state)}</span>${dynamicEntryActions(entry)}</td>
+  <td data-label="State"><span class="badge dynamic-${state}">${escapeHtml(state)}</span>${dynamicEntryActions(entry, prefix)}</td>
   <td data-label="Recent runs">${strip(entry.recentRuns)}</td>
   <td data-label="Next fire">${instant(entry.nextFireAt, now)}</td>
   <td data-label="Last run">${lastRun}</td>
@@ -215,7 +215,7 @@ function dynamicSection(status: SchedulerStatus): string {
   const search = `<form method="get" action="scheduler#dynamic" role="search" class="dynamic-search"><label>Key prefix <input name="prefix" value="${escapeHtml(prefix)}" placeholder="tenant:42:" maxlength="200"></label> <button type="submit">Search</button>${prefix === "" ? "" : ` ${dynamicLink("", null, "all keys")}`}</form>`;
   if (page === null) return `${summary}\n${search}`;
   if (page.entries.length === 0) return `${summary}\n${search}\n<p class="muted">No key starts with <code>${escapeHtml(prefix)}</code>.</p>`;
-  const rows = page.entries.map((entry) => dynamicRow(entry, status.databaseNow)).join("\n");
+  const rows = page.entries.map((entry) => dynamicRow(entry, status.databaseNow, prefix)).join("\n");
   const pager = `<p class="pager">${page.entries.length} entries from <code>${escapeHtml(page.entries[0]!.key)}</code>${page.next === null ? " · last page" : ` · ${dynamicLink(prefix, page.next, "next page")}`}</p>`;
   return `${summary}
 ${search}
