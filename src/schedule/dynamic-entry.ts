@@ -112,13 +112,13 @@ export function resolveDynamicEntries(inputs: readonly unknown[], options: Dynam
     const payload = (input as { payload?: unknown }).payload;
     const stored = payload === undefined ? timing.emptyPayload : storablePayload(timing.entry.job, payload, maxPayloadBytes);
     if (!stored.ok) return void alone.push(index);
-    rows[index] = dynamicRow(timing.entry, keys[index]!, options.namespace, stored.json, timing.nextSlotMs);
+    rows[index] = dynamicRow(timing.entry, keys[index]!, stored.json, timing.nextSlotMs);
   });
   if (alone.length > 0) {
     const subset = alone.map((index) => inputs[index]);
     // Each entry under a key of its own that resolveSchedule accepts, so entries of one job and timing are not duplicates of each other.
     const { entries, problems: found } = resolveSchedule(
-      subset.map((input, at) => (typeof input === "object" && input !== null ? { ...(input as Record<string, unknown>), key: `k${at}` } : input)),
+      subset.map((input, at) => (typeof input === "object" && input !== null ? { ...(input as Record<string, unknown>), key: `k${alone[at]}` } : input)),
       jobsFor(subset, options),
       options,
     );
@@ -127,7 +127,7 @@ export function resolveDynamicEntries(inputs: readonly unknown[], options: Dynam
       const index = alone[problem.index]!;
       problems.push({ ...problem, index, message: problem.message.replace(/^schedule\[\d+\]/, `entry[${index}]`), ...fieldOf(problem) });
     }
-    for (const entry of entries) rows[alone[entry.index]!] = dynamicRow(entry, keys[alone[entry.index]!]!, options.namespace, entry.payloadJson, entry.calendar.nextMs(fromMs));
+    for (const entry of entries) rows[alone[entry.index]!] = dynamicRow(entry, keys[alone[entry.index]!]!, entry.payloadJson, entry.calendar.nextMs(fromMs));
   }
   if (problems.length > 0) throw new ScheduleEntryError(problems.sort((a, b) => a.index - b.index));
   // In the order given: the results of upsertMany follow it.
@@ -203,11 +203,9 @@ function jobsFor(inputs: readonly unknown[], options: DynamicValidation): readon
 }
 
 /** The row to store of a resolved entry under its key, with its payload and its first fire (the slot given, jittered by its own identity). */
-function dynamicRow(entry: ResolvedEntry, key: string, namespace: string, payloadJson: string, slotMs: number | null): DynamicEntryRow {
-  const identity = dynamicIdentity(key);
+function dynamicRow(entry: ResolvedEntry, key: string, payloadJson: string, slotMs: number | null): DynamicEntryRow {
   return {
     key,
-    ledgerKey: dynamicLedgerKey(namespace, key),
     jobName: entry.jobName,
     cron: entry.cron.canonical,
     timezone: entry.timezone,
@@ -218,7 +216,7 @@ function dynamicRow(entry: ResolvedEntry, key: string, namespace: string, payloa
     priority: entry.priority,
     maxAttempts: entry.job.retry.maxAttempts,
     overlap: entry.overlap,
-    nextFireMs: slotMs === null ? null : entry.jitterMs > 0 ? fireTime({ ...entry, identity }, slotMs) : slotMs,
+    nextFireMs: slotMs === null ? null : entry.jitterMs > 0 ? fireTime({ ...entry, identity: dynamicIdentity(key) }, slotMs) : slotMs,
   };
 }
 

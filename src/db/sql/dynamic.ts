@@ -21,8 +21,6 @@ const s = alias(scheduleState, "s");
 /** A dynamic entry as it is stored: validated and resolved (src/schedule/dynamic-entry.ts). */
 export interface DynamicEntryRow {
   readonly key: string;
-  /** Its ledger row's key (`<namespace>#dynamic|<key>`). */
-  readonly ledgerKey: string;
   readonly jobName: string;
   /** The canonical cron. */
   readonly cron: string;
