@@ -1,12 +1,14 @@
 // Schedules as data (ledger.schedules) at N stored entries, side by side in one run: the bulk load, the idle pass (an index
 // probe, whatever is stored), 10,000 entries due at one instant fired by one replica and by two, the status's counts and
-// the first page, and the heap of a replica. Sizes from BENCH_DYNAMIC_SIZES (default 1,000 and 1,000,000), rounds from
+// the first page, and the heap of a replica. Sizes from BENCH_DYNAMIC_SIZES (default 1,000, 10,000 and 1,000,000: at
+// 10,000 and at 1,000,000 the same 10,000 are due, so the two show what the number stored adds to a due pass), rounds from
 // BENCH_DYNAMIC_ROUNDS. pg-boss's schedule() (1-minute resolution, every schedule read each interval) is not run here yet.
+import { loadavg } from "node:os";
 import { pathToFileURL } from "node:url";
 import { drizzle } from "drizzle-orm/postgres-js";
 import postgres from "postgres";
 import { createCronledger, defineJob, silentLogger } from "../src/index.js";
-import { dropDatabase, envList, envNumber, formatNumber, formatSpread, freshDatabase, markdownTable, printSection, spread } from "./support.js";
+import { dropDatabase, envList, envNumber, formatNumber, formatSpread, freshDatabase, machineLine, markdownTable, printSection, spread } from "./support.js";
 
 const job = defineJob({ name: "bench.dynamic", run: () => {} });
 const START = Date.parse("2027-01-04T00:00:00.000Z");
@@ -26,6 +28,8 @@ interface DynamicRound {
   readonly countsMs: number;
   readonly pageMs: number;
   readonly heapMb: number;
+  /** The 1-minute load average when the round began (the machine is shared). */
+  readonly load: number;
 }
 
 async function timed<T>(work: () => Promise<T>): Promise<[T, number]> {
@@ -34,6 +38,7 @@ async function timed<T>(work: () => Promise<T>): Promise<[T, number]> {
 }
 
 async function round(url: string, size: number): Promise<DynamicRound> {
+  const load = loadavg()[0] ?? 0;
   const client = postgres(url, { max: 2, onnotice: () => {} });
   await client.unsafe("truncate cronledger.dynamic_schedules, cronledger.dynamic_schedule_counts, cronledger.schedule_state, cronledger.job_queue, cronledger.job_keys");
   const open = () => createCronledger({ database: { url, poolSize: 4 }, jobs: [job], logger: silentLogger, metrics: false, chores: false, passTimeout: "5m" });
@@ -73,11 +78,11 @@ async function round(url: string, size: number): Promise<DynamicRound> {
   const held = heapMb() - heapBefore;
   await Promise.all([a.close(), b.close(), client.end({ timeout: 1 })]);
   idle.sort((x, y) => x - y);
-  return { loadMs, analyzeMs, idleMs: idle[Math.floor(idle.length / 2)]!, dueOneMs, dueTwoMs, dueTwoFired, countsMs, pageMs, heapMb: held };
+  return { loadMs, analyzeMs, idleMs: idle[Math.floor(idle.length / 2)]!, dueOneMs, dueTwoMs, dueTwoFired, countsMs, pageMs, heapMb: held, load };
 }
 
 export async function runDynamicBench(
-  sizes: readonly number[] = envList("BENCH_DYNAMIC_SIZES", ["1000", "1000000"]).map(Number),
+  sizes: readonly number[] = envList("BENCH_DYNAMIC_SIZES", ["1000", "10000", "1000000"]).map(Number),
   rounds = envNumber("BENCH_DYNAMIC_ROUNDS", 3),
 ): Promise<void> {
   const name = "cronledger_bench_dynamic";
@@ -95,7 +100,7 @@ export async function runDynamicBench(
   printSection(
     `Schedules as data: N stored dynamic entries, ${formatNumber(DUE)} due at one instant (median (min–max) of ${rounds} round${rounds === 1 ? "" : "s"})`,
     markdownTable(
-      ["stored", "upsertMany (batches of 100,000, one transaction each)", "analyze", "idle pass", `${formatNumber(DUE)} due, one replica`, `${formatNumber(DUE)} due, two replicas`, "fired by two", "counts", "first page", "heap held"],
+      ["stored", "upsertMany (batches of 100,000, one transaction each)", "analyze", "idle pass", `due (${formatNumber(DUE)} or all stored), one replica`, "the same, two replicas", "fired by two", "counts", "first page", "heap held", "load"],
       sizes.map((size) => [
         formatNumber(size),
         `${column(size, (r) => r.loadMs, 0)} ms`,
@@ -107,6 +112,7 @@ export async function runDynamicBench(
         `${column(size, (r) => r.countsMs, 1)} ms`,
         `${column(size, (r) => r.pageMs, 1)} ms`,
         `${column(size, (r) => r.heapMb, 1)} MB`,
+        column(size, (r) => r.load, 1),
       ]),
     ),
   );
@@ -114,5 +120,7 @@ export async function runDynamicBench(
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? "").href) {
   const sizes = process.argv.slice(2).map(Number).filter((size) => size > 0);
+  console.log(await machineLine("before"));
   await runDynamicBench(sizes.length > 0 ? sizes : undefined);
+  console.log(await machineLine("after"));
 }

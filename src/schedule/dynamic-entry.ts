@@ -1,10 +1,10 @@
-import { z } from "zod";
 import type { DynamicEntryRow, TakenRow } from "../db/sql/dynamic.js";
 import type { OverlapPolicy } from "../schema.js";
 import { ScheduleEntryError, type ScheduleProblem } from "../errors.js";
-import { defineJob, type JobDefinition } from "../jobs/define-job.js";
+import { defineJob, isJobDefinition, storablePayload, type JobDefinition } from "../jobs/define-job.js";
+import { resolveMaxPayloadBytes } from "../jobs/payload-limit.js";
 import { parseCron, type ParsedCron } from "./cron.js";
-import { fireTime, nextFireAfter } from "./plan.js";
+import { fireTime } from "./plan.js";
 import { slotCalendar, type SlotCalendar } from "./slot-calendar.js";
 import { resolveSchedule, type ResolvedEntry, type ResolveOptions } from "./validate.js";
 
@@ -76,9 +76,8 @@ const FIELD_OF: Partial<Record<ScheduleProblem["code"], string>> = {
   invalid_key: "key",
 };
 
-const keySchema = z
-  .string({ error: "key is required: a string such as \"tenant:42:digest\"" })
-  .regex(DYNAMIC_KEY_PATTERN, "key must be 1-200 letters, digits and . _ : - / @ + = (no spaces, no | or ~)");
+const KEY_REQUIRED = 'key is required: a string such as "tenant:42:digest"';
+const KEY_GRAMMAR = "key must be 1-200 letters, digits and . _ : - / @ + = (no spaces, no | or ~)";
 
 /**
  * Validates and resolves entries before anything is written: every problem
@@ -87,54 +86,138 @@ const keySchema = z
  * less `toleranceMs` (CLOCK_TOLERANCE_MS for the host's clock, 0 for an
  * instant given: an early `next_fire_at` costs a pass one look; a late one
  * would miss a slot).
+ *
+ * A bulk load repeats a few timings (job, cron, zone, policy) many times:
+ * each distinct timing is checked once by the static entries' checks
+ * (src/schedule/validate.ts) and shared, and each entry adds only its key,
+ * its payload and its next fire (jitter aside, the timing's). An entry the
+ * shared check cannot vouch for (a field of another type, an unknown field,
+ * a payload refused) goes through the whole check on its own, so its
+ * problems are worded as before. 100,000 entries of one timing: 5.4-6.0 s
+ * of validation before, 0.2 s with this (docs/benchmarks.md).
  */
 export function resolveDynamicEntries(inputs: readonly unknown[], options: DynamicValidation, nowMs: number, toleranceMs = CLOCK_TOLERANCE_MS): DynamicEntryRow[] {
   const problems: ScheduleProblem[] = [];
-  const staticNames = new Set(options.staticEntries.flatMap((entry) => [entry.identity, entry.ledgerKey, ...(entry.entryKey === undefined ? [] : [entry.entryKey])]));
-  const seen = new Map<string, number>();
-  const keys: string[] = [];
+  const keys = checkKeys(inputs, options, problems);
+  const maxPayloadBytes = resolveMaxPayloadBytes(options.maxPayloadBytes);
+  const fromMs = nowMs - toleranceMs;
+  const timings = new Map<string, Timing>();
+  const rows: (DynamicEntryRow | undefined)[] = Array.from({ length: inputs.length });
+  const alone: number[] = [];
   inputs.forEach((input, index) => {
-    const raw = typeof input === "object" && input !== null ? (input as Record<string, unknown>).key : undefined;
-    const parsed = keySchema.safeParse(raw);
-    const key = parsed.success ? parsed.data : "";
-    keys.push(key);
-    const problem = (code: ScheduleProblem["code"], message: string) => problems.push({ code, severity: "error", index, field: "key", message });
-    if (!parsed.success) problem("invalid_key", parsed.error.issues[0]?.message ?? "invalid key");
-    else if (staticNames.has(key)) problem("duplicate_entry", `key "${key}" is a static entry's key or identity (JOBS_SCHEDULE); choose another key.`);
-    else if (seen.has(key)) problem("duplicate_entry", `key "${key}" is given twice (entries ${seen.get(key)} and ${index}).`);
-    seen.set(key, index);
+    const signature = timingSignature(input);
+    const timing = signature === undefined ? undefined : (timings.get(signature) ?? resolveTiming(input as Record<string, unknown>, options, fromMs));
+    if (timing === undefined) return void alone.push(index);
+    timings.set(signature!, timing);
+    const payload = (input as { payload?: unknown }).payload;
+    const stored = payload === undefined ? timing.emptyPayload : storablePayload(timing.entry.job, payload, maxPayloadBytes);
+    if (!stored.ok) return void alone.push(index);
+    rows[index] = dynamicRow(timing.entry, keys[index]!, stored.json, timing.nextSlotMs);
   });
-  const { entries, problems: found } = resolveSchedule(
+  if (alone.length > 0) {
+    const subset = alone.map((index) => inputs[index]);
     // Each entry under a key of its own that resolveSchedule accepts, so entries of one job and timing are not duplicates of each other.
-    inputs.map((input, index) => (typeof input === "object" && input !== null ? { ...(input as Record<string, unknown>), key: `k${index}` } : input)),
-    options.jobs.length === 0 ? inputs.map((input) => placeholderJob(jobName(input))).filter((job) => job !== undefined) : options.jobs,
-    options,
-  );
-  for (const problem of found) {
-    if (problem.severity !== "error" || problem.code === "duplicate_entry") continue;
-    problems.push({ ...problem, message: problem.message.replace(/^schedule\[(\d+)\]/, "entry[$1]"), ...fieldOf(problem) });
+    const { entries, problems: found } = resolveSchedule(
+      subset.map((input, at) => (typeof input === "object" && input !== null ? { ...(input as Record<string, unknown>), key: `k${alone[at]}` } : input)),
+      jobsFor(subset, options),
+      options,
+    );
+    for (const problem of found) {
+      if (problem.severity !== "error" || problem.code === "duplicate_entry") continue;
+      const index = alone[problem.index]!;
+      problems.push({ ...problem, index, message: problem.message.replace(/^schedule\[\d+\]/, `entry[${index}]`), ...fieldOf(problem) });
+    }
+    for (const entry of entries) rows[alone[entry.index]!] = dynamicRow(entry, keys[alone[entry.index]!]!, entry.payloadJson, entry.calendar.nextMs(fromMs));
   }
   if (problems.length > 0) throw new ScheduleEntryError(problems.sort((a, b) => a.index - b.index));
-  return entries.map((entry) => {
-    const key = keys[entry.index]!;
-    const dynamic = { ...entry, identity: dynamicIdentity(key), ledgerKey: dynamicLedgerKey(options.namespace, key) };
-    const next = nextFireAfter(dynamic, nowMs - toleranceMs);
-    return {
-      key,
-      ledgerKey: dynamic.ledgerKey,
-      jobName: entry.jobName,
-      cron: entry.cron.canonical,
-      timezone: entry.timezone,
-      payloadJson: entry.payloadJson,
-      jitterMs: entry.jitterMs,
-      catchUpWindowMs: entry.catchUpWindowMs,
-      queue: entry.queue,
-      priority: entry.priority,
-      maxAttempts: entry.job.retry.maxAttempts,
-      overlap: entry.overlap,
-      nextFireMs: Number.isFinite(next) ? next : null,
-    };
+  // In the order given: the results of upsertMany follow it.
+  return rows.filter((row) => row !== undefined);
+}
+
+/** The keys of the entries ("" for one that has none), their problems (grammar, a static entry's, given twice) added to `problems`. */
+function checkKeys(inputs: readonly unknown[], options: DynamicValidation, problems: ScheduleProblem[]): string[] {
+  const staticNames = new Set(options.staticEntries.flatMap((entry) => [entry.identity, entry.ledgerKey, ...(entry.entryKey === undefined ? [] : [entry.entryKey])]));
+  const seen = new Map<string, number>();
+  return inputs.map((input, index) => {
+    const raw = typeof input === "object" && input !== null ? (input as Record<string, unknown>).key : undefined;
+    const valid = typeof raw === "string" && DYNAMIC_KEY_PATTERN.test(raw);
+    const key = valid ? raw : "";
+    if (!valid) problems.push(keyProblem(index, "invalid_key", typeof raw === "string" ? KEY_GRAMMAR : KEY_REQUIRED));
+    else if (staticNames.has(key)) problems.push(keyProblem(index, "duplicate_entry", `key "${key}" is a static entry's key or identity (JOBS_SCHEDULE); choose another key.`));
+    else if (seen.has(key)) problems.push(keyProblem(index, "duplicate_entry", `key "${key}" is given twice (entries ${seen.get(key)} and ${index}).`));
+    seen.set(key, index);
+    return key;
   });
+}
+
+function keyProblem(index: number, code: ScheduleProblem["code"], message: string): ScheduleProblem {
+  return { code, severity: "error", index, field: "key", message };
+}
+
+/** What the entries of one timing share: the entry resolved from the first of them, its stored empty payload, its next slot. */
+interface Timing {
+  readonly entry: ResolvedEntry;
+  readonly emptyPayload: ReturnType<typeof storablePayload>;
+  readonly nextSlotMs: number | null;
+}
+
+/** The fields an entry may hold; the ones after `key`, `job` and `payload` make its timing. */
+const TIMING_FIELDS = ["cron", "timezone", "jitter", "catchUpWindow", "queue", "priority", "overlap"] as const;
+const ENTRY_FIELDS = new Set<string>(["key", "job", "payload", ...TIMING_FIELDS]);
+
+/**
+ * The entry's timing as a string, equal for two entries exactly when their
+ * job (by name) and timing fields are; undefined for an entry the shared
+ * check does not take (not an object, an unknown field, a value neither a
+ * string nor a finite number), which is checked alone.
+ */
+function timingSignature(input: unknown): string | undefined {
+  if (typeof input !== "object" || input === null || Array.isArray(input)) return undefined;
+  const record = input as Record<string, unknown>;
+  for (const field of Object.keys(record)) if (!ENTRY_FIELDS.has(field)) return undefined;
+  const job = record.job;
+  const parts: (string | number | null)[] = [typeof job === "string" ? `s${job}` : isJobDefinition(job) ? `d${job.name}` : ""];
+  if (parts[0] === "") return undefined;
+  for (const field of TIMING_FIELDS) {
+    const value = record[field];
+    if (value === undefined) parts.push(null);
+    else if (typeof value === "string" || (typeof value === "number" && Number.isFinite(value))) parts.push(value);
+    else return undefined;
+  }
+  return JSON.stringify(parts);
+}
+
+/** An entry's timing resolved by the static entries' checks, with its own payload; undefined when they find a problem (the entry is then checked alone). */
+function resolveTiming(input: Record<string, unknown>, options: DynamicValidation, fromMs: number): Timing | undefined {
+  const { entries, problems } = resolveSchedule([{ ...input, key: "k" }], jobsFor([input], options), options);
+  const entry = entries[0];
+  if (entry === undefined || problems.some((problem) => problem.severity === "error")) return undefined;
+  return { entry, emptyPayload: storablePayload(entry.job, undefined, resolveMaxPayloadBytes(options.maxPayloadBytes)), nextSlotMs: entry.calendar.nextMs(fromMs) };
+}
+
+/** The jobs an entry may name: the process's, or (when it knows none) a placeholder for each name the entries give. */
+function jobsFor(inputs: readonly unknown[], options: DynamicValidation): readonly JobDefinition[] {
+  if (options.jobs.length > 0) return options.jobs;
+  const names = new Set(inputs.map(jobName));
+  return [...names].map(placeholderJob).filter((job) => job !== undefined);
+}
+
+/** The row to store of a resolved entry under its key, with its payload and its first fire (the slot given, jittered by its own identity). */
+function dynamicRow(entry: ResolvedEntry, key: string, payloadJson: string, slotMs: number | null): DynamicEntryRow {
+  return {
+    key,
+    jobName: entry.jobName,
+    cron: entry.cron.canonical,
+    timezone: entry.timezone,
+    payloadJson,
+    jitterMs: entry.jitterMs,
+    catchUpWindowMs: entry.catchUpWindowMs,
+    queue: entry.queue,
+    priority: entry.priority,
+    maxAttempts: entry.job.retry.maxAttempts,
+    overlap: entry.overlap,
+    nextFireMs: slotMs === null ? null : entry.jitterMs > 0 ? fireTime({ ...entry, identity: dynamicIdentity(key) }, slotMs) : slotMs,
+  };
 }
 
 /**
