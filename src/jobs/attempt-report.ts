@@ -1,4 +1,5 @@
-import type { ClaimedJob, LateCompletion } from "../db/sql/jobs.js";
+import type { LateCompletion } from "../db/sql/completions.js";
+import type { ClaimedJob } from "../db/sql/jobs.js";
 import type { Logger } from "../log.js";
 import type { AttemptStatus } from "../events.js";
 import type { Completion } from "./completion.js";
@@ -50,7 +51,7 @@ export function reportAttemptEnd(
   }
 }
 
-/** Results the claim's fence turned away: logged, and an event for the metrics (src/db/sql/jobs.ts, settleLateCompletions). */
+/** Results the claim's fence turned away: logged, and an event for the metrics (src/db/sql/completions.ts, settleLateCompletions). */
 export function reportLateResults(reporter: AttemptReporter, results: readonly LateCompletion[]): void {
   for (const result of results) {
     if (result.fate === "written") continue;

@@ -1,6 +1,7 @@
 import { Backoff } from "../backoff.js";
 import type { StatementReport } from "../db/health.js";
-import type { CompletionRow, HeldAttempt, LateCompletion } from "../db/sql/jobs.js";
+import type { CompletionRow, LateCompletion } from "../db/sql/completions.js";
+import type { HeldAttempt } from "../db/sql/jobs.js";
 import type { AttemptStatus } from "../events.js";
 import type { Logger } from "../log.js";
 import { retryCapMs } from "../db/diagnose.js";
@@ -10,7 +11,7 @@ import { withinDeadline } from "../deadline.js";
 /**
  * How an attempt ended, as the worker writes it back. `attempt` is the
  * attempt's number: with the worker's id, the claim's fencing token
- * (completeJobs, src/db/sql/jobs.ts).
+ * (completeJobs, src/db/sql/completions.ts).
  */
 export type Completion =
   /** Ran to the end; `skip` / `noop` are the handler's business outcomes. */

@@ -2,7 +2,8 @@
 // and stop, retry, pause, resume, run now, the chores' reap and prune) is a few lines of mapping rows to domain
 // types, and they share the entry and job shapes kept together here.
 import type { Database } from "../db/connection.js";
-import { pruneSupersededAttempts, reapStaleJobs, type ReapCounts } from "../db/sql/jobs.js";
+import { pruneSupersededAttempts } from "../db/sql/completions.js";
+import { reapStaleJobs, type ReapCounts } from "../db/sql/jobs.js";
 import { ensureHistoryPartitions, pruneHistory } from "../db/sql/partitions.js";
 import { pauseEntry, resumeEntry } from "../db/sql/ledger.js";
 import { triggerEntry, type TriggerInput } from "../db/sql/trigger.js";
