@@ -5,7 +5,7 @@ import type { Database } from "../db/connection.js";
 import { pruneSupersededAttempts } from "../db/sql/completions.js";
 import { reapStaleJobs, type ReapCounts } from "../db/sql/jobs.js";
 import { ensureHistoryPartitions, pruneHistory } from "../db/sql/partitions.js";
-import { pauseEntry, resumeEntry } from "../db/sql/ledger.js";
+import { pauseEntry, resumeEntry } from "../db/sql/ledger-rows.js";
 import { triggerEntry, type TriggerInput } from "../db/sql/trigger.js";
 import { jobsByIdempotencyKey } from "../db/sql/jobs.js";
 import { cancelJob, entryRuns, jobCounts, readyJobStats, retryingJobs, runningJobs, type EntryRunRow } from "../db/sql/operators.js";
