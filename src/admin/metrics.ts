@@ -4,7 +4,7 @@
 import { Counter, Gauge, Histogram, Registry, type CounterConfiguration, type GaugeConfiguration, type HistogramConfiguration } from "prom-client";
 import { ConfigError } from "../errors.js";
 import { AttemptCounts, attemptCountsOf, JOB_STATUS_LABELS, STARTED, STATUS_INDEX, type JobStatusLabel } from "./attempt-counts.js";
-import type { AttemptStatus, CronledgerHooks, SlotOutcomeLabel } from "../events.js";
+import { SLOT_OUTCOME_LABELS, type AttemptStatus, type CronledgerHooks, type SlotOutcomeLabel } from "../events.js";
 import { ENTRY_STATES } from "../status/health.js";
 import type { SchedulerStatus } from "../status/model.js";
 
@@ -12,7 +12,7 @@ import type { SchedulerStatus } from "../status/model.js";
 export const OTHER_JOB_TYPE = "_other";
 
 export { JOB_STATUS_LABELS, type JobStatusLabel } from "./attempt-counts.js";
-export const SLOT_OUTCOME_LABELS = ["enqueued", "lost_race", "skipped_stale", "skipped_paused", "skipped_overlap", "quarantined", "set_aside", "locked", "repaired"] as const satisfies readonly SlotOutcomeLabel[];
+export { SLOT_OUTCOME_LABELS } from "../events.js";
 export const PRUNED_TABLES = ["schedule_state", "jobs"] as const;
 export const REAP_OUTCOMES = ["requeued", "failed"] as const;
 /** What became of a result that reached the database after its lease had lapsed (the lateCompletion event). */
