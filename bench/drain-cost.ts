@@ -10,7 +10,8 @@
 // `npx tsx bench/drain-cost.ts`.
 import { pathToFileURL } from "node:url";
 import postgres, { type Sql } from "postgres";
-import { claimJobs, completeJobs, insertJobs, type NewJobRow } from "../src/db/sql/jobs.js";
+import { completeJobs } from "../src/db/sql/completions.js";
+import { claimJobs, insertJobs, type NewJobRow } from "../src/db/sql/jobs.js";
 import { createCronledger, silentLogger, type Cronledger } from "../src/index.js";
 import { CANDIDATES, type Candidate } from "./storage-candidates.js";
 import { RAW_SCHEMA } from "./systems.js";

@@ -63,7 +63,9 @@ export interface TickReport {
 /** Why a claimed slot was recorded as skipped instead of enqueued: its entry is paused, or its overlap policy said so. */
 export type SkipReason = "paused" | "overlap";
 
-export type SlotOutcomeLabel = "enqueued" | "lost_race" | "skipped_stale" | "skipped_paused" | "skipped_overlap" | "quarantined" | "set_aside" | "locked" | "repaired";
+/** What became of a slot, as the metrics count it (cronledger_schedule_slots_total's `outcome`). */
+export const SLOT_OUTCOME_LABELS = ["enqueued", "lost_race", "skipped_stale", "skipped_paused", "skipped_overlap", "quarantined", "set_aside", "locked", "repaired"] as const;
+export type SlotOutcomeLabel = (typeof SLOT_OUTCOME_LABELS)[number];
 
 /**
  * Everything observable that cronledger does. Metrics, the demo's event

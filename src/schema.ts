@@ -258,7 +258,7 @@ export const scheduleLastRuns = cronledgerSchema.table("schedule_last_runs", {
  * job back, and another attempt claimed it before this one's result could be
  * written (a real split: the job ran twice), or the job was ended otherwise
  * meanwhile (cancelled, deleted). Written by the worker when the late result
- * arrives (src/db/sql/jobs.ts, settleLateCompletions), never silently
+ * arrives (src/db/sql/completions.ts, settleLateCompletions), never silently
  * dropped; the job's own row keeps the result of the attempt that holds it.
  * Deleted by the prune chore with the history's retention.
  */

@@ -2,7 +2,8 @@ import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openDatabase, resolveDatabaseSetting, query, type Database } from "../src/db/connection.js";
 import { migrateDatabase } from "../src/db/migrate.js";
-import { claimJobs, completeJobs, insertJobs, type NewJobRow } from "../src/db/sql/jobs.js";
+import { completeJobs } from "../src/db/sql/completions.js";
+import { claimJobs, insertJobs, type NewJobRow } from "../src/db/sql/jobs.js";
 import { createTestDatabase, throughPgBouncer } from "./support/database.js";
 
 const row: NewJobRow = {

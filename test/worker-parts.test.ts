@@ -3,7 +3,7 @@ import { afterEach, describe, expect, it, vi } from "vitest";
 import { Backoff } from "../src/backoff.js";
 import { claimSize, MAX_CONCURRENT_CLAIMS } from "../src/jobs/claim-size.js";
 import { attemptStatus, CompletionBatcher, completionRow, count, emptySummary, type Completion } from "../src/jobs/completion.js";
-import type { CompletionRow } from "../src/db/sql/jobs.js";
+import type { CompletionRow } from "../src/db/sql/completions.js";
 import { silentLogger } from "../src/index.js";
 
 // The worker's pure parts: claim sizing, what a completion becomes, the retry waits.

@@ -303,21 +303,7 @@ export function createAdminHandler(ledger: AdminLedger, options: AdminHandlerOpt
     if (GET_ROUTES.has(path) && method !== "GET") return problem(405, "method_not_allowed", "Use GET.", { allow: "GET, HEAD" });
     if (path === "/admin/scheduler/status") return json(200, statusDocument(await ledger.status({ dynamic: dynamicPage(params, DYNAMIC_STATUS_LIMIT) })));
     if (path === "/admin/scheduler/failures") return json(200, failuresDocument(await ledger.failures(failureFilter(params))));
-    if (path === "/admin/scheduler" || path === "/admin/scheduler/") {
-      // The page's relative links and form assume no trailing slash.
-      if (path.endsWith("/")) return new Response(null, { status: 308, headers: { ...BASE_HEADERS, location: "../scheduler" } });
-      const view = pageView(params);
-      // Strips only for the entries this page shows (PAGE_ENTRIES x PAGE_RUNS rows at most), read with the status itself.
-      const runs = { limit: PAGE_RUNS, state: view.state, page: view.page, perPage: PAGE_ENTRIES };
-      const [status, failures, retrying, running] = await Promise.all([
-        // The dynamic entries' page gets the same strips, read for its PAGE_DYNAMIC keys only (src/status/dynamic-strips.ts).
-        ledger.status({ runs, dynamic: { ...dynamicPage(params, PAGE_DYNAMIC), runs: PAGE_RUNS } }),
-        ledger.failures({ limit: pageFailures }),
-        ledger.retrying({ limit: PAGE_RETRYING }),
-        ledger.running({ limit: PAGE_RUNNING }),
-      ]);
-      return html(renderSchedulePage(status, failures.failures, { ...view, retrying, running, upcoming: ledger.entries }));
-    }
+    if (path === "/admin/scheduler" || path === "/admin/scheduler/") return schedulePageRoute(ledger, path, params, pageFailures);
     const stopPage = STOP_PAGE_PATH.exec(path);
     if (stopPage && method === "GET") {
       const id = Number(stopPage[1]);
@@ -341,33 +327,7 @@ export function createAdminHandler(ledger: AdminLedger, options: AdminHandlerOpt
     }
     if (path === "/admin/scheduler/quarantine/clear") return clearQuarantineRoute(ledger, request, method, params, crossSite(request));
     const action = ACTION_PATH.exec(path);
-    if (action) {
-      const verb = action[2] === "cancel" ? "cancel" : "retry";
-      if (method !== "POST") return problem(405, "method_not_allowed", "Use POST.", { allow: "POST" });
-      if (crossSite(request)) return problem(403, "cross_site", `Cross-site requests cannot ${verb} jobs.`);
-      const id = action[1] ?? "";
-      if (!/^\d{1,15}$/.test(id)) return problem(400, "invalid_job_id", "The job id must be a positive integer.");
-      // A form on the Schedule page posted this: send the browser back to it, saying what was done.
-      const fromPage = (request.headers.get("accept") ?? "").includes("text/html");
-      const backToPage = (query: string, anchor: string) =>
-        new Response(null, { status: 303, headers: { ...BASE_HEADERS, location: `../../../scheduler?${query}#${anchor}` } });
-      try {
-        if (verb === "cancel") {
-          const cancelled = await ledger.cancelJob(Number(id), { by: "admin", ...(await cancelReason(request)) });
-          if (fromPage) return backToPage(`cancelled=${cancelled.id}&was=${cancelled.was}`, cancelled.stop === null ? "retrying" : "running");
-          return json(200, cancelledDocument(cancelled));
-        }
-        const retried = await ledger.retryJob(Number(id));
-        if (fromPage) return backToPage(`retried=${retried.retryOf}&as=${retried.id}&created=${retried.created ? 1 : 0}`, `failure-${retried.retryOf}`);
-        return json(retried.created ? 201 : 200, retriedDocument(retried));
-      } catch (error) {
-        // A refused action (the job started running, or is gone) comes back to the page too, saying why.
-        if (fromPage && error instanceof CronledgerError && ERROR_HTTP_STATUS[error.code] < 500) {
-          return backToPage(`refused=${verb}&job=${id}&code=${error.code}`, verb === "cancel" ? "retrying" : "failures");
-        }
-        throw error;
-      }
-    }
+    if (action) return jobActionRoute(ledger, request, method, action, crossSite(request));
     const backfill = BACKFILL_PATH.exec(path);
     if (backfill) {
       if (method !== "POST") return problem(405, "method_not_allowed", "Use POST.", { allow: "POST" });
@@ -446,6 +406,51 @@ function requestToRoute(request: Request, context: AdminRequestContext | undefin
  * form body): clears the entry's quarantine; every replica's next pass fires
  * its due slot. 404 when no ledger row has the key.
  */
+/** The Schedule page: its status, failures, retrying and running jobs read together. */
+async function schedulePageRoute(ledger: AdminLedger, path: string, params: URLSearchParams, pageFailures: number): Promise<Response> {
+  // The page's relative links and form assume no trailing slash.
+  if (path.endsWith("/")) return new Response(null, { status: 308, headers: { ...BASE_HEADERS, location: "../scheduler" } });
+  const view = pageView(params);
+  // Strips only for the entries this page shows (PAGE_ENTRIES x PAGE_RUNS rows at most), read with the status itself.
+  const runs = { limit: PAGE_RUNS, state: view.state, page: view.page, perPage: PAGE_ENTRIES };
+  const [status, failures, retrying, running] = await Promise.all([
+    // The dynamic entries' page gets the same strips, read for its PAGE_DYNAMIC keys only (src/status/dynamic-strips.ts).
+    ledger.status({ runs, dynamic: { ...dynamicPage(params, PAGE_DYNAMIC), runs: PAGE_RUNS } }),
+    ledger.failures({ limit: pageFailures }),
+    ledger.retrying({ limit: PAGE_RETRYING }),
+    ledger.running({ limit: PAGE_RUNNING }),
+  ]);
+  return html(renderSchedulePage(status, failures.failures, { ...view, retrying, running, upcoming: ledger.entries }));
+}
+
+/** A job's retry or cancel (ACTION_PATH): its JSON document, or for the Schedule page's forms a redirect back to it saying what was done. */
+async function jobActionRoute(ledger: AdminLedger, request: Request, method: string, action: RegExpExecArray, crossSite: boolean): Promise<Response> {
+  const verb = action[2] === "cancel" ? "cancel" : "retry";
+  if (method !== "POST") return problem(405, "method_not_allowed", "Use POST.", { allow: "POST" });
+  if (crossSite) return problem(403, "cross_site", `Cross-site requests cannot ${verb} jobs.`);
+  const id = action[1] ?? "";
+  if (!/^\d{1,15}$/.test(id)) return problem(400, "invalid_job_id", "The job id must be a positive integer.");
+  // A form on the Schedule page posted this: send the browser back to it, saying what was done.
+  const fromPage = (request.headers.get("accept") ?? "").includes("text/html");
+  const backToPage = (query: string, anchor: string) => new Response(null, { status: 303, headers: { ...BASE_HEADERS, location: `../../../scheduler?${query}#${anchor}` } });
+  try {
+    if (verb === "cancel") {
+      const cancelled = await ledger.cancelJob(Number(id), { by: "admin", ...(await cancelReason(request)) });
+      if (fromPage) return backToPage(`cancelled=${cancelled.id}&was=${cancelled.was}`, cancelled.stop === null ? "retrying" : "running");
+      return json(200, cancelledDocument(cancelled));
+    }
+    const retried = await ledger.retryJob(Number(id));
+    if (fromPage) return backToPage(`retried=${retried.retryOf}&as=${retried.id}&created=${retried.created ? 1 : 0}`, `failure-${retried.retryOf}`);
+    return json(retried.created ? 201 : 200, retriedDocument(retried));
+  } catch (error) {
+    // A refused action (the job started running, or is gone) comes back to the page too, saying why.
+    if (fromPage && error instanceof CronledgerError && ERROR_HTTP_STATUS[error.code] < 500) {
+      return backToPage(`refused=${verb}&job=${id}&code=${error.code}`, verb === "cancel" ? "retrying" : "failures");
+    }
+    throw error;
+  }
+}
+
 async function clearQuarantineRoute(ledger: AdminLedger, request: Request, method: string, params: URLSearchParams, crossSite: boolean): Promise<Response> {
   if (method !== "POST") return problem(405, "method_not_allowed", "Use POST.", { allow: "POST" });
   if (crossSite) return problem(403, "cross_site", "Cross-site requests cannot clear quarantines.");

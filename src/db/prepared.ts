@@ -3,7 +3,7 @@ import type { Sql } from "postgres";
 /**
  * Which statements cronledger's own postgres.js pool sends as named prepared
  * statements: the texts of the hot path's reusable statements marked
- * `prepared` (the enqueue, the claim and the completion, src/db/sql/jobs.ts),
+ * `prepared` (the enqueue and the claim, src/db/sql/jobs.ts; the completion, src/db/sql/completions.ts),
  * registered when they are first rendered. Everything else goes unnamed, as
  * drizzle sends it, so no statement whose text varies with its data fills a
  * connection's cache.

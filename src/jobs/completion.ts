@@ -1,15 +1,17 @@
 import { Backoff } from "../backoff.js";
 import type { StatementReport } from "../db/health.js";
-import type { CompletionRow, HeldAttempt, LateCompletion } from "../db/sql/jobs.js";
+import type { CompletionRow, LateCompletion } from "../db/sql/completions.js";
+import type { HeldAttempt } from "../db/sql/jobs.js";
 import type { AttemptStatus } from "../events.js";
 import type { Logger } from "../log.js";
 import { retryCapMs } from "../db/diagnose.js";
 import { logFailure } from "../db/log-failure.js";
+import { withinDeadline } from "../deadline.js";
 
 /**
  * How an attempt ended, as the worker writes it back. `attempt` is the
  * attempt's number: with the worker's id, the claim's fencing token
- * (completeJobs, src/db/sql/jobs.ts).
+ * (completeJobs, src/db/sql/completions.ts).
  */
 export type Completion =
   /** Ran to the end; `skip` / `noop` are the handler's business outcomes. */
@@ -103,6 +105,8 @@ export function completionRow(completion: Completion): CompletionRow {
  */
 const FLUSH_SIZE = 500;
 const FLUSH_DELAY_MS = 10;
+/** How soon retryWithin tries again after a try that failed at once. */
+const RESULTS_RETRY_MS = 100;
 /** Failed writes retry after 100 ms doubling to this (a persistent cause: up to a minute). */
 const MAX_RETRY_MS = 5_000;
 /** How long a stopping worker keeps trying to write its completions before it leaves them to the reaper. */
@@ -183,6 +187,22 @@ export class CompletionBatcher {
     }
     this.host.flushed();
     return true;
+  }
+
+  /**
+   * Tries again, without the backoff, until nothing waits behind a failed
+   * write, `timeoutMs` is over or `wanted()` turns false (the worker's
+   * writeWaitingResults, before a pass of the same process).
+   */
+  async retryWithin(timeoutMs: number, wanted: () => boolean): Promise<void> {
+    const deadline = performance.now() + timeoutMs;
+    while (this.stalled && wanted()) {
+      const left = deadline - performance.now();
+      if (left <= 0) return;
+      const written = await withinDeadline(this.retryNow(), left);
+      // A try that failed at once (the connection not back yet): the next one a moment later, within the deadline.
+      if (!written.done || !written.value) await new Promise((resolve) => setTimeout(resolve, Math.min(RESULTS_RETRY_MS, Math.max(0, deadline - performance.now()))));
+    }
   }
 
   add(completion: Completion): void {

@@ -88,3 +88,23 @@ export type ResolvedWorkOptions = z.output<typeof workSchema>;
 export function resolveWorkOptions(options: WorkOptions | undefined): ResolvedWorkOptions {
   return parseOptions(workSchema, options, "work() options");
 }
+
+/** What a worker is given: its resolved options, the queues it serves and its lease. */
+export interface WorkerSettings extends Omit<ResolvedWorkOptions, "queues" | "leaseMs"> {
+  readonly queues: readonly string[];
+  readonly leaseMs: number;
+  /** The namespace it registers under (src/db/sql/workers.ts). */
+  readonly namespace: string;
+  /**
+   * cronledger's chores this worker serves: claimed ahead of ordinary jobs
+   * and run outside its `concurrency` slots, so neither a backlog nor long
+   * jobs can keep the reaper from running.
+   */
+  readonly chores?: { readonly queue: string; readonly jobNames: readonly string[] } | undefined;
+  /**
+   * How long a handler asked to stop (cancelJob on a running job) may run on
+   * after its signal is aborted before its job is failed as killed; default
+   * DEFAULT_STOP_GRACE_MS (createCronledger's `stopGrace`).
+   */
+  readonly stopGraceMs?: number;
+}

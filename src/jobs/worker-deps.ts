@@ -1,6 +1,7 @@
 import type { Database } from "../db/connection.js";
 import type { DatabaseHealth } from "../db/health.js";
-import { claimJobs, completeJobs, heartbeatJobs, JOBS_CHANNEL, type ClaimedJob, type ClaimRequest, type CompletionRow, type HeartbeatAnswer, type HeldAttempt, type LateCompletion } from "../db/sql/jobs.js";
+import { completeJobs, type CompletionRow, type LateCompletion } from "../db/sql/completions.js";
+import { claimJobs, heartbeatJobs, JOBS_CHANNEL, type ClaimedJob, type ClaimRequest, type HeartbeatAnswer, type HeldAttempt } from "../db/sql/jobs.js";
 import { CANCEL_CHANNEL } from "../db/sql/jobs.js";
 import { unregisterWorker, type WorkerRegistration } from "../db/sql/workers.js";
 import type { CronledgerEvents } from "../events.js";

@@ -1,12 +1,12 @@
-// The worker loop: claim, start, heartbeat, complete, stop. Longer than most files (about 500
-// lines) because stopping gracefully (grace period, abort, hand-back without counting the attempt)
-// and the wake-up sources (NOTIFY, poll, finished jobs, retries coming due, chores outside the
-// slots) share the loop's state; each separable part already lives in its own module (see below).
+// The worker loop: claim, start, heartbeat, complete, stop. Longer than most files (about 540
+// lines, under 400 of code) because stopping gracefully (grace period, abort, hand-back without
+// counting the attempt) and the wake-up sources (NOTIFY, poll, finished jobs, retries coming due,
+// chores outside the slots) share the loop's state; each separable part lives in its own module (see below).
 import { randomBytes } from "node:crypto";
 import { hostname } from "node:os";
 import { Backoff } from "../backoff.js";
-import type { ClaimedJob, HeldAttempt, LateCompletion } from "../db/sql/jobs.js";
-import { InvalidArgumentError, InvalidStoredJobError, JobNotRegisteredError, JobTimeoutError, LeaseLostError, NonRetryableError, WorkerShutdownError } from "../errors.js";
+import type { ClaimedJob, HeldAttempt } from "../db/sql/jobs.js";
+import { InvalidArgumentError, LeaseLostError, WorkerShutdownError } from "../errors.js";
 import { retryCapMs } from "../db/diagnose.js";
 import { logFailure } from "../db/log-failure.js";
 import { childLogger, type Logger } from "../log.js";
@@ -14,41 +14,23 @@ import { redactError } from "../redact.js";
 import { Attempt } from "./attempt.js";
 import { claimSize, DurationMeter } from "./claim-size.js";
 import { attemptStatus, CompletionBatcher, count, emptySummary, type Completion, type WorkSummary } from "./completion.js";
-import { validatePayload, type JobDefinition } from "./define-job.js";
+import type { JobDefinition } from "./define-job.js";
 import { Heartbeats } from "./heartbeats.js";
 import type { WorkerRegistration } from "../db/sql/workers.js";
-import { retryDelayMs } from "./retry.js";
-import { effectiveRetryPolicy, readStoredRetryPolicy } from "./retry-override.js";
 import { RetryWakes } from "./retry-wakes.js";
-import type { ResolvedWorkOptions } from "./work-options.js";
+import type { WorkerSettings } from "./work-options.js";
 import type { WorkerDependencies } from "./worker-deps.js";
 import { nextMode, type WorkerMode } from "./worker-mode.js";
+import { WorkerListeners } from "./worker-listeners.js";
+import { claimWithin, type Claimer } from "./claim.js";
 import { withinDeadline } from "../deadline.js";
-import { DEFAULT_STOP_GRACE_MS, StopRequests, stoppedCompletion } from "./stops.js";
+import { DEFAULT_STOP_GRACE_MS, StopRequests } from "./stops.js";
+import { reportAttemptEnd, reportLateResults, type AttemptReporter } from "./attempt-report.js";
+import { attemptInput, failedAttempt, runAttempt, type AttemptRunner } from "./run-attempt.js";
 
 export type { WorkSummary } from "./completion.js";
 export type { WorkerDependencies } from "./worker-deps.js";
-
-/** What a worker is given: its resolved options, the queues it serves and its lease. */
-export interface WorkerSettings extends Omit<ResolvedWorkOptions, "queues" | "leaseMs"> {
-  readonly queues: readonly string[];
-  readonly leaseMs: number;
-  /** The namespace it registers under (src/db/sql/workers.ts). */
-  readonly namespace: string;
-  /**
-   * cronledger's chores this worker serves: claimed ahead of ordinary jobs
-   * and run outside its `concurrency` slots, so neither a backlog nor long
-   * jobs can keep the reaper from running.
-   */
-  readonly chores?: { readonly queue: string; readonly jobNames: readonly string[] } | undefined;
-  /**
-   * How long a handler asked to stop (cancelJob on a running job) may run on
-   * after its signal is aborted before its job is failed as killed; default
-   * DEFAULT_STOP_GRACE_MS (createCronledger's `stopGrace`).
-   */
-  readonly stopGraceMs?: number;
-}
-
+export type { WorkerSettings } from "./work-options.js";
 
 /**
  * Claims that fail retry after 100 ms doubling to this, so a worker claims again within about a second of the
@@ -57,10 +39,6 @@ export interface WorkerSettings extends Omit<ResolvedWorkOptions, "queues" | "le
 export const MAX_RETRY_BACKOFF_MS = 1_000;
 /** After aborting at the end of the grace period, how long handlers get to honour the signal. */
 const ABORT_SETTLE_MS = 2_000;
-/** How soon writeWaitingResults tries again after a try that failed at once. */
-const RESULTS_RETRY_MS = 100;
-/** Chores claimed per statement at most: one reap and one prune slot, with room for a late one. */
-const CHORE_CLAIM_LIMIT = 4;
 
 interface ActiveJob {
   readonly job: ClaimedJob;
@@ -77,11 +55,6 @@ function deferred(): { promise: Promise<void>; resolve: () => void } {
   return { promise, resolve };
 }
 
-/** A finished attempt's fields in the worker's log lines (made only for the lines that need them). */
-function attemptFields(job: ClaimedJob): { job: string; jobId: number; attempt: number; maxAttempts: number } {
-  return { job: job.jobName, jobId: job.id, attempt: job.attempts, maxAttempts: job.maxAttempts };
-}
-
 export function newWorkerId(): string {
   return `${hostname()}:${process.pid}:${randomBytes(3).toString("hex")}`;
 }
@@ -89,7 +62,10 @@ export function newWorkerId(): string {
 /**
  * Claims jobs in batches, runs them with bounded concurrency and writes
  * their ends in batches. The parts: claim sizing (src/jobs/claim-size.ts),
- * one run of a handler (src/jobs/attempt.ts), completion batching
+ * one claim statement within its timeout (src/jobs/claim.ts), a claimed
+ * job's run and what it became (src/jobs/run-attempt.ts), the events and
+ * log lines of its end (src/jobs/attempt-report.ts), its LISTENs
+ * (src/jobs/worker-listeners.ts), one run of a handler (src/jobs/attempt.ts), completion batching
  * (src/jobs/completion.ts), heartbeats (src/jobs/heartbeats.ts), stop
  * requests on running jobs (src/jobs/stops.ts); the SQL is
  * in src/db/sql/jobs.ts, reached through the WorkerStore it is given
@@ -106,7 +82,11 @@ export class Worker {
   private readonly settings: WorkerSettings;
   private readonly deps: WorkerDependencies;
   private readonly log: Logger;
-  private readonly random: () => number;
+  /** What running an attempt and reporting its end need (src/jobs/run-attempt.ts, src/jobs/attempt-report.ts). */
+  private readonly runner: AttemptRunner;
+  private readonly reporter: AttemptReporter;
+  /** What sending a claim needs (src/jobs/claim.ts). */
+  private readonly claimer: Claimer;
   private readonly batcher: CompletionBatcher;
   private readonly heartbeats: Heartbeats;
   private readonly durations = new DurationMeter();
@@ -135,9 +115,7 @@ export class Worker {
   private stopWatchingHealth: (() => void) | undefined;
   private pollTimer: NodeJS.Timeout | undefined;
   private readonly retryWakes = new RetryWakes(() => this.wake());
-  private unlisten: (() => Promise<void>) | undefined;
-  private unlistenStops: (() => Promise<void>) | undefined;
-  private listening: Promise<void> | undefined;
+  private readonly listeners: WorkerListeners;
   /** Running jobs an operator asked to stop (src/jobs/stops.ts). */
   private readonly stops: StopRequests;
   private readonly drained = deferred();
@@ -160,12 +138,24 @@ export class Worker {
       queues: this.queues,
       leaseMs: settings.leaseMs,
     };
-    this.random = settings.random ?? Math.random;
     this.log = childLogger(deps.logger, { worker: this.id });
+    this.runner = { events: deps.events, tracing: deps.tracing, random: settings.random ?? Math.random };
+    this.reporter = { events: deps.events, log: this.log };
+    this.claimer = { deps, log: this.log, workerId: this.id, queues: this.queues, jobNames: this.jobNames, chores: settings.chores, timeoutMs: settings.claimTimeoutMs };
+    this.listeners = new WorkerListeners(deps.store, this.log, {
+      ready: (queue) => {
+        if (queue === this.settings.chores?.queue) this.choresWanted = true;
+        if (this.queues.includes(queue)) this.wake();
+      },
+      // A stop request for a job this worker runs: beat now, which brings the request (who, why) with it.
+      stop: (jobId) => {
+        if (this.active.has(jobId)) void this.heartbeats.beatNow();
+      },
+    });
     this.stops = new StopRequests(settings.stopGraceMs ?? DEFAULT_STOP_GRACE_MS, this.log);
     this.batcher = new CompletionBatcher({
       write: (rows) => deps.store.complete(this.id, rows, this.settings.clock?.()),
-      late: (results) => this.lateResults(results),
+      late: (results) => reportLateResults(this.reporter, results),
       flushed: () => this.pump(),
       // A retry is due its delay after the statement that wrote it, so its wake-up is counted from the write,
       // not from the attempt's end: counted from there, a completion held up past the wake-up's margin (a
@@ -246,39 +236,14 @@ export class Worker {
    * LISTEN that fails is logged and the worker relies on polling.
    */
   listen(): Promise<void> {
-    this.listening ??= this.settings.once ? Promise.resolve() : this.openListeners();
-    return this.listening;
-  }
-
-  private async openListeners(): Promise<void> {
-    const [jobs, stops] = await Promise.allSettled([
-      this.deps.store.listen((queue) => {
-        if (queue === this.settings.chores?.queue) this.choresWanted = true;
-        if (this.queues.includes(queue)) this.wake();
-      }),
-      // A stop request for a job this worker runs: beat now, which brings the request (who, why) with it.
-      this.deps.store.listenForStops((jobId) => {
-        if (this.active.has(jobId)) void this.heartbeats.beatNow();
-      }),
-    ]);
-    if (jobs.status === "fulfilled") this.unlisten = jobs.value;
-    else logFailure(this.log, "warn", "LISTEN failed; relying on polling until the next start", {}, jobs.reason);
-    if (stops.status === "fulfilled") this.unlistenStops = stops.value;
-    else logFailure(this.log, "warn", "LISTEN for stop requests failed; running jobs asked to stop learn it at their heartbeat (lease/3)", {}, stops.reason);
+    return this.listeners.open(this.settings.once);
   }
 
   /** Closes what listen() opened, for a worker that will not run (its schema check failed). */
   async release(): Promise<void> {
     // A stop() that came first (during the schema check) has already ended it.
     if (this.mode === "idle") this.setMode("released");
-    await this.unlistenAll();
-  }
-
-  private async unlistenAll(): Promise<void> {
-    await this.listening;
-    const unlisten = [this.unlisten, this.unlistenStops];
-    this.unlisten = this.unlistenStops = undefined;
-    for (const close of unlisten) await close?.().catch(() => {});
+    await this.listeners.close();
   }
 
   /**
@@ -365,38 +330,19 @@ export class Worker {
     const signalsBefore = this.signals;
     const { chores } = this.settings;
     const sent = this.deps.health.sent();
-    const claimedFrom = performance.now();
-    const pending = this.deps.store.claim({
-      workerId: this.id,
-      queues: this.queues,
-      jobNames: this.jobNames,
-      limit,
-      chores: chores === undefined ? undefined : { ...chores, limit: CHORE_CLAIM_LIMIT },
-      now: this.settings.clock?.(),
-    });
-    let rows: ClaimedJob[];
+    let rows: ClaimedJob[] | null;
     try {
-      const answer = await withinDeadline(pending, this.settings.claimTimeoutMs);
-      if (!answer.done) {
-        // Stop waiting, so the next claim can go out; whatever this one claimed still runs when it answers.
-        // During a known outage that is expected (the outage is logged once, src/db/health.ts): debug only.
-        const level = this.deps.health.down ? "debug" : "warn";
-        this.log[level]("a claim has not answered; claiming again without waiting for it", { claimTimeoutMs: this.settings.claimTimeoutMs });
-        pending.then(
-          (answered) => {
-            this.claimed(answered.length, claimedFrom);
-            // A worker stopping by then leaves them to the reaper (back to the queue after the lease).
-            if (!this.claiming) return;
-            this.absorb(answered, 0, signalsBefore);
-            this.pump();
-          },
-          () => undefined,
-        );
+      rows = await claimWithin(this.claimer, limit, this.settings.clock?.(), (answered) => {
+        // A worker stopping by then leaves them to the reaper (back to the queue after the lease).
+        if (!this.claiming) return;
+        this.absorb(answered, 0, signalsBefore);
+        this.pump();
+      });
+      // Not answered within the claim timeout: the next claim goes out; this one's rows still run if it answers.
+      if (rows === null) {
         this.more = true;
         return;
       }
-      rows = answer.value;
-      this.claimed(rows.length, claimedFrom);
       this.claimBackoff.reset();
       sent.succeeded();
     } catch (error) {
@@ -409,10 +355,6 @@ export class Worker {
       return;
     }
     this.absorb(rows, limit, signalsBefore);
-  }
-
-  private claimed(count: number, fromMs: number): void {
-    this.deps.events.jobsClaimed({ workerId: this.id, queues: this.queues, count, durationSeconds: (performance.now() - fromMs) / 1000 });
   }
 
   /** Takes in the rows of a claim that asked for `limit`: chores start at once, the rest wait in the buffer for a slot. */
@@ -441,64 +383,13 @@ export class Worker {
   private startJob(job: ClaimedJob): void {
     const definition = this.deps.jobs.get(job.jobName);
     const started = performance.now();
-    const attempt = new Attempt(
-      {
-        jobId: job.id,
-        jobName: job.jobName,
-        attempt: job.attempts,
-        maxAttempts: job.maxAttempts,
-        scheduledFor: job.scheduledForMs === null ? null : new Date(job.scheduledForMs),
-        scheduleKey: job.scheduleKey,
-        idempotencyKey: job.idempotencyKey,
-      },
-      this.deps.attempts,
-    );
+    const attempt = new Attempt(attemptInput(job), this.deps.attempts);
     const entry: ActiveJob = { job, attempt, settled: NOT_STARTED };
     this.active.set(job.id, entry);
-    entry.settled = this.execute(job, definition, attempt).then(
+    entry.settled = runAttempt(this.runner, job, definition, attempt).then(
       (completion) => this.settle(job, definition, completion, started),
-      (error: unknown) => this.settle(job, definition, this.failure(job, definition, error), started),
+      (error: unknown) => this.settle(job, definition, failedAttempt(this.runner, job, definition, error), started),
     );
-  }
-
-  private async execute(job: ClaimedJob, definition: JobDefinition | undefined, attempt: Attempt): Promise<Completion> {
-    const { scheduleKey, queue, traceContext } = job;
-    this.deps.events.jobStarted({ jobId: job.id, jobName: job.jobName, attempt: job.attempts, maxAttempts: job.maxAttempts, queue, scheduleKey, scheduledFor: attempt.scheduledFor, traceContext });
-    if (definition === undefined) return this.failure(job, undefined, new JobNotRegisteredError(job.jobName));
-    const parsed = validatePayload(definition, JSON.parse(job.payload));
-    if (!parsed.ok) return this.failure(job, definition, new InvalidStoredJobError(job.jobName, job.id, parsed.issues));
-    const timeout = setTimeout(() => attempt.abort(new JobTimeoutError(job.jobName, definition.timeoutMs)), definition.timeoutMs);
-    try {
-      // With tracing on, the handler runs inside its attempt's span (src/tracing.ts); without, as it always did.
-      const { tracing } = this.deps;
-      const result = tracing === undefined ? await attempt.run(definition, parsed.value) : await tracing.attempt(job.id, job.attempts, () => attempt.run(definition, parsed.value));
-      const stopped = stoppedCompletion(job, attempt);
-      if (stopped !== null) return stopped;
-      const outcome = result && typeof result === "object" && (result.outcome === "skip" || result.outcome === "noop") ? result.outcome : null;
-      return { kind: "succeeded", id: job.id, attempt: job.attempts, outcome };
-    } catch (error) {
-      // A hand-back of a job asked to stop ends it cancelled all the same (the completion statement sees the request).
-      if (attempt.abortReason instanceof WorkerShutdownError) return { kind: "returned", id: job.id, attempt: job.attempts };
-      const stopped = stoppedCompletion(job, attempt);
-      if (stopped !== null) return stopped;
-      return this.failure(job, definition, attempt.isAborted ? attempt.abortReason : error);
-    } finally {
-      clearTimeout(timeout);
-    }
-  }
-
-  /** Decides what a failed attempt becomes: a retry after the policy's delay, or a terminal failure. */
-  private failure(job: ClaimedJob, definition: JobDefinition | undefined, error: unknown): Completion {
-    const terminal =
-      definition === undefined ||
-      error instanceof NonRetryableError ||
-      error instanceof InvalidStoredJobError ||
-      (error as { code?: unknown } | null)?.code === "non_retryable" ||
-      job.attempts >= job.maxAttempts;
-    const message = redactError(error);
-    if (terminal) return { kind: "failed", id: job.id, attempt: job.attempts, error: message };
-    const policy = effectiveRetryPolicy(definition.retry, readStoredRetryPolicy(job.retryPolicy));
-    return { kind: "retry", id: job.id, attempt: job.attempts, error: message, delayMs: retryDelayMs(policy, job.attempts, this.random) };
   }
 
   private handBack(job: ClaimedJob): void {
@@ -524,20 +415,7 @@ export class Worker {
       return;
     }
     const durationSeconds = (performance.now() - started) / 1000;
-    const base = { jobId: job.id, jobName: job.jobName, attempt: job.attempts, status, durationSeconds };
-    if (completion.kind === "retry") {
-      const nextRunAt = new Date((this.settings.clock?.() ?? new Date()).getTime() + completion.delayMs);
-      this.deps.events.jobFinished({ ...base, error: completion.error, nextRunAt });
-      this.log.warn("job attempt failed; retrying", { ...attemptFields(job), nextRunAt: nextRunAt.toISOString(), error: completion.error });
-    } else if (completion.kind === "failed") {
-      this.deps.events.jobFinished({ ...base, error: completion.error });
-      this.log.error("job failed terminally", { ...attemptFields(job), registered: definition !== undefined, error: completion.error });
-    } else if (completion.kind === "cancelled") {
-      this.deps.events.jobFinished(base);
-      this.log.info("job stopped as asked: cancelled", attemptFields(job));
-    } else {
-      this.deps.events.jobFinished(base);
-    }
+    reportAttemptEnd(this.reporter, job, definition, completion, status, durationSeconds, () => this.settings.clock?.() ?? new Date());
     this.durations.add(durationSeconds * 1000);
     // A drain also picks up what its own jobs enqueued.
     if (this.settings.once) {
@@ -593,38 +471,7 @@ export class Worker {
    * job that finished while the database was out of reach).
    */
   async writeWaitingResults(timeoutMs: number): Promise<void> {
-    const deadline = performance.now() + timeoutMs;
-    while (this.batcher.stalled && this.inMode("starting", "running")) {
-      const left = deadline - performance.now();
-      if (left <= 0) return;
-      const written = await withinDeadline(this.batcher.retryNow(), left);
-      // A try that failed at once (the connection not back yet): the next one a moment later, within the deadline.
-      if (!written.done || !written.value) await new Promise((resolve) => setTimeout(resolve, Math.min(RESULTS_RETRY_MS, Math.max(0, deadline - performance.now()))));
-    }
-  }
-
-  /** Results the claim's fence turned away: logged, and an event for the metrics (src/db/sql/jobs.ts, settleLateCompletions). */
-  private lateResults(results: readonly LateCompletion[]): void {
-    for (const result of results) {
-      if (result.fate === "written") continue;
-      const fields = { jobId: result.id, job: result.jobName, attempt: result.attempt, jobAttempts: result.jobAttempts, jobStatus: result.jobStatus };
-      if (result.fate === "amended") {
-        this.log.info("a job ended while the database was out of reach for longer than the lease; its result now replaces the reaper's verdict", fields);
-      } else {
-        this.log.warn(
-          "a job's result arrived after its lease had lapsed and another attempt had claimed it (or it had ended otherwise): the job ran twice; this attempt's result is kept in cronledger.superseded_attempts",
-          fields,
-        );
-      }
-      this.deps.events.lateCompletion({
-        jobId: result.id,
-        jobName: result.jobName ?? "?",
-        attempt: result.attempt,
-        fate: result.fate,
-        jobAttempts: result.jobAttempts,
-        jobStatus: result.jobStatus,
-      });
-    }
+    await this.batcher.retryWithin(timeoutMs, () => this.inMode("starting", "running"));
   }
 
   /**
@@ -649,7 +496,7 @@ export class Worker {
   private async shutdown(gracePeriodMs: number): Promise<WorkSummary> {
     this.setMode("stopping");
     this.stopTimers();
-    await this.unlistenAll();
+    await this.listeners.close();
     for (const job of this.buffer.splice(0)) this.handBack(job);
     await Promise.all(this.claims);
 

@@ -2,9 +2,10 @@
 // and stop, retry, pause, resume, run now, the chores' reap and prune) is a few lines of mapping rows to domain
 // types, and they share the entry and job shapes kept together here.
 import type { Database } from "../db/connection.js";
-import { pruneSupersededAttempts, reapStaleJobs, type ReapCounts } from "../db/sql/jobs.js";
+import { pruneSupersededAttempts } from "../db/sql/completions.js";
+import { reapStaleJobs, type ReapCounts } from "../db/sql/jobs.js";
 import { ensureHistoryPartitions, pruneHistory } from "../db/sql/partitions.js";
-import { pauseEntry, resumeEntry } from "../db/sql/ledger.js";
+import { pauseEntry, resumeEntry } from "../db/sql/ledger-rows.js";
 import { triggerEntry, type TriggerInput } from "../db/sql/trigger.js";
 import { jobsByIdempotencyKey } from "../db/sql/jobs.js";
 import { cancelJob, entryRuns, jobCounts, readyJobStats, retryingJobs, runningJobs, type EntryRunRow } from "../db/sql/operators.js";

@@ -13,7 +13,7 @@ export function reportInterval(graceMs: number): number {
 /**
  * Reports this process's schedule (its ledger keys) as running: the prune
  * chore, whichever replica and version runs it, keeps the rows of every
- * schedule reported within the grace (src/db/sql/ledger.ts,
+ * schedule reported within the grace (src/db/sql/ledger-rows.ts,
  * pruneLedgerRows). While `start()` runs, at start and then every
  * reportInterval(grace) on a timer; a process that only ticks (its own loop,
  * `cronledger tick --once`) reports from its ticks, at most as often

@@ -1,4 +1,4 @@
-import { quarantineEntry } from "../db/sql/ledger.js";
+import { quarantineEntry } from "../db/sql/ledger-rows.js";
 import { rootMessage } from "../db/transient.js";
 import { hasStatementConflict, isCancelled, isLockTimeout } from "../error-chain.js";
 import { redact } from "../redact.js";

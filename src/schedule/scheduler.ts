@@ -2,7 +2,8 @@ import { createHash } from "node:crypto";
 import type { Database } from "../db/connection.js";
 import type { Executor } from "../db/executor.js";
 import type { OverlapPolicy } from "../schema.js";
-import { clearQuarantine, heldLedgerKeys, ledgerSnapshot, pruneLedgerRows, type LedgerRow } from "../db/sql/ledger.js";
+import { ledgerSnapshot, type LedgerRow } from "../db/sql/ledger.js";
+import { clearQuarantine, heldLedgerKeys, pruneLedgerRows } from "../db/sql/ledger-rows.js";
 import { reportSchedule, type ScheduleReport } from "../db/sql/workers.js";
 import type { ScheduleProblem } from "../errors.js";
 import type { CronledgerEvents, TickReport } from "../events.js";
@@ -180,7 +181,7 @@ export class Scheduler {
   /**
    * Deletes the ledger rows of this namespace that no process has evaluated
    * for `graceMs`: not written by a pass, not reported by a running
-   * schedule (src/db/sql/ledger.ts, pruneLedgerRows), and not this process's own.
+   * schedule (src/db/sql/ledger-rows.ts, pruneLedgerRows), and not this process's own.
    */
   async pruneLedger(graceMs: number, now?: Date): Promise<number> {
     const keep = [...this.entries, ...this.choreEntries].map((entry) => entry.ledgerKey);

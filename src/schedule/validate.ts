@@ -127,20 +127,15 @@ export function resolveSchedule(
     let timezone = entry.timezone ?? "UTC";
     let broken = false;
 
-    let cron: ParsedCron | undefined;
-    try {
-      cron = parsedCrons.get(entry.cron) ?? parseCron(entry.cron);
-      parsedCrons.set(entry.cron, cron);
-    } catch (error) {
-      report("invalid_cron", messageOf(error));
-      broken = true;
-    }
-    try {
-      timezone = timezoneSpelling(timezone);
-    } catch (error) {
-      report("invalid_timezone", messageOf(error));
-      broken = true;
-    }
+    const cron = checked(report, "invalid_cron", () => {
+      const parsed = parsedCrons.get(entry.cron) ?? parseCron(entry.cron);
+      parsedCrons.set(entry.cron, parsed);
+      return parsed;
+    });
+    const spelt = checked(report, "invalid_timezone", () => timezoneSpelling(timezone));
+    if (spelt === undefined) broken = true;
+    else timezone = spelt;
+    if (cron === undefined) broken = true;
     if (cron !== undefined && !broken) knownIdentity = entryIdentity({ jobName: name, key: entry.key, canonicalCron: cron.canonical, timezone });
 
     const registered = registry.get(name);
@@ -156,37 +151,19 @@ export function resolveSchedule(
 
     let payloadJson = "{}";
     if (job) {
-      const payload = storablePayload(job, entry.payload, maxPayloadBytes);
-      if ("tooLarge" in payload) {
-        report("invalid_payload", `payload ${describeTooLarge(payload.tooLarge, maxPayloadBytes)}.`);
-        broken = true;
-      } else if (!payload.ok) {
-        report("invalid_payload", `payload does not match job "${name}"'s schema: ${payload.issues.join("; ")}.`);
-        broken = true;
-      } else {
-        payloadJson = payloadJsons.get(payload.json) ?? payload.json;
-        payloadJsons.set(payloadJson, payloadJson);
-      }
+      const json = storedPayload(job, name, entry.payload, maxPayloadBytes, report);
+      if (json === undefined) broken = true;
+      else payloadJson = payloadJsons.get(json) ?? json;
+      if (json !== undefined) payloadJsons.set(payloadJson, payloadJson);
     }
 
-    let jitterMs = 0;
-    let catchUpWindowMs = Math.max(MIN_CATCH_UP_WINDOW_MS, options.catchUpWindowMs ?? DEFAULT_CATCH_UP_WINDOW_MS);
-    try {
-      jitterMs = entry.jitter === undefined ? 0 : parseDuration(entry.jitter, "jitter");
-    } catch (error) {
-      report("invalid_jitter", messageOf(error));
-      broken = true;
-    }
-    try {
-      if (entry.catchUpWindow !== undefined) {
-        catchUpWindowMs = Math.max(MIN_CATCH_UP_WINDOW_MS, parseDuration(entry.catchUpWindow, "catchUpWindow"));
-      }
-    } catch (error) {
-      report("invalid_entry", messageOf(error));
-      broken = true;
-    }
+    const jitterMs = checked(report, "invalid_jitter", () => (entry.jitter === undefined ? 0 : parseDuration(entry.jitter, "jitter")));
+    const catchUpWindowMs = checked(report, "invalid_entry", () =>
+      Math.max(MIN_CATCH_UP_WINDOW_MS, entry.catchUpWindow === undefined ? (options.catchUpWindowMs ?? DEFAULT_CATCH_UP_WINDOW_MS) : parseDuration(entry.catchUpWindow, "catchUpWindow")),
+    );
+    if (jitterMs === undefined || catchUpWindowMs === undefined) broken = true;
 
-    if (cron === undefined || broken) return;
+    if (cron === undefined || jitterMs === undefined || catchUpWindowMs === undefined || broken) return;
     // Large schedules repeat a few timings many times: share one calendar per timing. The hour's DST
     // reading is part of the timing but not of the canonical form (`0,12` and `*/12` differ across DST).
     const calendarKey = `${cron.canonical}|${cron.wildcardHour}|${timezone}`;
@@ -194,37 +171,15 @@ export function resolveSchedule(
     calendars.set(calendarKey, calendar);
     const identity = knownIdentity ?? entryIdentity({ jobName: name, key: entry.key, canonicalCron: cron.canonical, timezone });
 
-    if (jitterMs > 0 && jitterMs >= calendar.shortestGapMs()) {
-      report(
-        "invalid_jitter",
-        `jitter ${readableMs(jitterMs)} must be shorter than the shortest gap between this entry's slots (${readableMs(calendar.shortestGapMs())}), or a slot could fire after the next one; lower it.`,
-        identity,
-      );
-      return;
-    }
+    if (jitterMs > 0 && jitterMs >= calendar.shortestGapMs()) return report("invalid_jitter", jitterTooLong(jitterMs, calendar.shortestGapMs()), identity);
 
     const timing = entryIdentity({ jobName: name, key: entry.key, canonicalCron: cron.canonical, timezone: zoneOf(timezone) });
     const first = seen.get(timing);
-    if (first !== undefined) {
-      const sameZone = first.timezone === timezone ? "" : ` (${JSON.stringify(first.timezone)} and ${JSON.stringify(timezone)} are the same zone)`;
-      report(
-        "duplicate_entry",
-        `same job and timing as schedule[${first.index}]${sameZone} (identity "${identity}"); give one of them a distinct \`key\`, or remove the duplicate.`,
-        identity,
-      );
-      return;
-    }
+    if (first !== undefined) return report("duplicate_entry", duplicateOf(first, timezone, identity), identity);
     seen.set(timing, { index, timezone });
 
     const firstSlot = cron.neverMatches ? null : calendar.nextMs(nowMs);
-    if (firstSlot === null || firstSlot > nowMs + NEVER_MATCHES_HORIZON_MS) {
-      report(
-        "never_matches",
-        `cron "${entry.cron}" has no slot in the next 5 years in ${timezone}${firstSlot === null ? "" : ` (the first is ${new Date(firstSlot).toISOString()})`}, so it will never fire in practice; check its day fields against its months, or remove the entry.`,
-        identity,
-        "warning",
-      );
-    }
+    if (firstSlot === null || firstSlot > nowMs + NEVER_MATCHES_HORIZON_MS) report("never_matches", neverFires(entry.cron, timezone, firstSlot), identity, "warning");
 
     resolved.push({
       index,
@@ -246,6 +201,45 @@ export function resolveSchedule(
     });
   });
   return { entries: resolved, problems };
+}
+
+type Report = (code: ScheduleProblem["code"], message: string) => void;
+
+/** What `read` returns; undefined when it throws, the error reported under `code`. */
+function checked<T>(report: Report, code: ScheduleProblem["code"], read: () => T): T | undefined {
+  try {
+    return read();
+  } catch (error) {
+    report(code, messageOf(error));
+    return undefined;
+  }
+}
+
+/** The entry's payload as the JSON stored with its jobs; undefined when it cannot be stored (too large, or fails its job's schema), reported. */
+function storedPayload(job: JobDefinition, name: string, payload: unknown, maxPayloadBytes: number, report: Report): string | undefined {
+  const stored = storablePayload(job, payload, maxPayloadBytes);
+  if ("tooLarge" in stored) {
+    report("invalid_payload", `payload ${describeTooLarge(stored.tooLarge, maxPayloadBytes)}.`);
+    return undefined;
+  }
+  if (!stored.ok) {
+    report("invalid_payload", `payload does not match job "${name}"'s schema: ${stored.issues.join("; ")}.`);
+    return undefined;
+  }
+  return stored.json;
+}
+
+function jitterTooLong(jitterMs: number, shortestGapMs: number): string {
+  return `jitter ${readableMs(jitterMs)} must be shorter than the shortest gap between this entry's slots (${readableMs(shortestGapMs)}), or a slot could fire after the next one; lower it.`;
+}
+
+function duplicateOf(first: { readonly index: number; readonly timezone: string }, timezone: string, identity: string): string {
+  const sameZone = first.timezone === timezone ? "" : ` (${JSON.stringify(first.timezone)} and ${JSON.stringify(timezone)} are the same zone)`;
+  return `same job and timing as schedule[${first.index}]${sameZone} (identity "${identity}"); give one of them a distinct \`key\`, or remove the duplicate.`;
+}
+
+function neverFires(cron: string, timezone: string, firstSlot: number | null): string {
+  return `cron "${cron}" has no slot in the next 5 years in ${timezone}${firstSlot === null ? "" : ` (the first is ${new Date(firstSlot).toISOString()})`}, so it will never fire in practice; check its day fields against its months, or remove the entry.`;
 }
 
 /** "90s", "2m", "1d": durations as a user would write them in the entry. */

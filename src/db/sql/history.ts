@@ -114,7 +114,7 @@ export function archiveCtes(release: HeldRelease = "entries"): SQL {
         lastRunColumns.slice(1).map((column) => sql`${name(column)} = excluded.${name(column)}`),
         sql`, `,
       )}
-      -- ">=": a job's history row written again (a late result replacing the reaper's verdict, src/db/sql/jobs.ts) replaces its last run too.
+      -- ">=": a job's history row written again (a late result replacing the reaper's verdict, src/db/sql/completions.ts) replaces its last run too.
       where (excluded.${name(r.scheduledFor)}, excluded.${name(r.id)}) >= (${r.scheduledFor}, ${r.id})
     ), ${releaseHeldCtes(release)}`;
 }
