@@ -8,6 +8,8 @@
 // - effect-once: no process wrote one attempt's side effect twice;
 // - attempt-run-once: no attempt ran in two processes but where a record, a kill or a server crash explains it;
 // - success-has-effect: a succeeded job's last attempt did end well in a handler;
+// - success-kept: a job whose last attempt ended well in a handler is succeeded, but where its process was killed
+//   (or the server crashed) before the result could be written;
 // - completed-not-rerun: an attempt that ended well is the job's last one, or its result is on record
 //   (superseded_attempts), or its process was killed (or the server crashed) before it could be written;
 // - slot-once / slot-missing: each slot of each entry has one row, none missing outside an all-down period;
@@ -174,9 +176,14 @@ function checkEffects(input: CheckInput, jobs: ReadonlyMap<number, JobRow>, reco
     }
   }
   for (const job of jobs.values()) {
-    if (job.status !== "succeeded" || job.job_name !== WORK_JOB) continue;
-    if (!(ends.get(`${job.id}:${job.attempts}`) ?? []).some((effect) => effect.ok)) {
+    if (job.job_name !== WORK_JOB || !TERMINAL.has(job.status)) continue;
+    const last = ends.get(`${job.id}:${job.attempts}`) ?? [];
+    if (job.status === "succeeded" && !last.some((effect) => effect.ok)) {
       violations.push({ check: "success-has-effect", detail: `${job.job_name} job ${job.id} is succeeded at attempt ${job.attempts}, which no handler ended well` });
+    }
+    const kept = last.filter((effect) => effect.ok && !input.killed.has(effect.pid) && !input.serverCrashes.some((at) => effect.t <= at && at <= effect.t + CRASH_LOSES_MS));
+    if (job.status !== "succeeded" && kept.length > 0 && !superseded.has(`${job.id}:${job.attempts}`)) {
+      violations.push({ check: "success-kept", detail: `${job.job_name} job ${job.id} is ${job.status} at attempt ${job.attempts}, which a handler ended well (process ${kept[0]?.pid})` });
     }
   }
 }

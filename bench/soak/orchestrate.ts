@@ -6,7 +6,7 @@
 // to every replica, and the checker (bench/soak/check.ts) over the database and the side-effect log. It prints the
 // faults injected by kind and the violations by check, and exits 1 on any violation with the seed to replay it.
 //
-// Options: --lease-ms (default 3000), --plant double-effect (a planted bug, for the checker's own test),
+// Options: --lease-ms (default 3000), --plant double-effect,drop-success (planted bugs, for the checker's own test),
 // --keep (leave the cluster and logs in place), --json (the result as one JSON line after the table).
 import { spawn, type ChildProcess } from "node:child_process";
 import { createWriteStream, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -49,6 +49,15 @@ interface Settings {
   readonly json: boolean;
 }
 
+/** The planted bugs bench/soak/replica.ts knows (SOAK_PLANT). */
+const PLANTS = ["double-effect", "drop-success"];
+
+function plants(raw: string): string {
+  const unknown = raw.split(",").filter((name) => name !== "" && !PLANTS.includes(name));
+  if (unknown.length > 0) throw new Error(`--plant ${raw}: unknown ${unknown.join(", ")}; the planted bugs are ${PLANTS.join(", ")} (comma-separated)`);
+  return raw;
+}
+
 function settings(): Settings {
   const { values } = parseArgs({
     options: {
@@ -71,7 +80,7 @@ function settings(): Settings {
     seed: values.seed === undefined ? Math.floor(Date.now() % 2_147_483_647) : Math.floor(number("seed", values.seed, 0)),
     replicas: Math.floor(number("replicas", values.replicas, 1)),
     leaseMs: number("lease-ms", values["lease-ms"], 500),
-    plant: values.plant ?? "",
+    plant: plants(values.plant ?? ""),
     keep: values.keep ?? false,
     json: values.json ?? false,
   };
@@ -337,7 +346,7 @@ async function main(): Promise<number> {
     process.stdout.write(violations.length === 0 ? "\n\n0 violations\n" : `\n\n${violations.length} violations; replay with: ${replay}\n`);
     if (soak.settings.json) {
       const injected = Object.fromEntries(FAULT_KINDS.map((kind) => [kind, soak.applied[kind]]));
-      process.stdout.write(`${JSON.stringify({ seed, injected, acks: soak.acks.length, violations })}\n`);
+      process.stdout.write(`${JSON.stringify({ seed, replay, injected, acks: soak.acks.length, violations })}\n`);
     }
     exitCode = violations.length === 0 ? 0 : 1;
   } finally {
