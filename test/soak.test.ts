@@ -28,6 +28,8 @@ async function soak(args: readonly string[]): Promise<{ finished: Finished; resu
   if (kept !== undefined) rmSync(kept, { recursive: true, force: true });
   const json = finished.stdout.split("\n").find((line) => line.startsWith('{"seed"'));
   if (json === undefined) throw new Error(`the soak printed no result (code ${finished.code}):\n${finished.stdout}\n${finished.stderr.slice(-4_000)}`);
+  // The table of faults and checks, in the test's log: what the run did, whatever its verdict.
+  process.stderr.write(`${finished.stdout.slice(0, finished.stdout.indexOf('{"seed"'))}\n`);
   return { finished, result: JSON.parse(json) as SoakResult };
 }
 

@@ -5,8 +5,9 @@
 // - enqueue-terminal: every acknowledged enqueue is one job that ended (succeeded, or failed/cancelled: its ticket);
 // - job-row-once: no job is in the queue and the history, or twice in the history;
 // - effect-explained: every side effect belongs to an attempt the database recorded (attempt <= the job's attempts);
-// - effect-once: no process wrote one attempt's side effect twice;
-// - attempt-run-once: no attempt ran in two processes but where a record, a kill or a server crash explains it;
+// - effect-once: no run of an attempt wrote its side effect twice;
+// - attempt-run-once: no attempt ran twice (in two processes, or twice in one) but where a record, a kill or a
+//   server crash explains it;
 // - success-has-effect: a succeeded job's last attempt did end well in a handler;
 // - success-kept: a job whose last attempt ended well in a handler is succeeded, but where its process was killed
 //   (or the server crashed) before the result could be written;
@@ -145,12 +146,28 @@ function checkAttemptRuns(input: CheckInput, runs: readonly Effect[], recorded: 
   }
 }
 
+/**
+ * One attempt run twice by the same process: a server crash (or a failover) lost its claim, and the process
+ * claimed the job again at the same attempt. Its first result is then on record (superseded_attempts), or the
+ * crash came while it ran; anything else is a worker running an attempt twice.
+ */
+function checkRerunInProcess(input: CheckInput, runs: readonly Effect[], from: number, recorded: ReadonlySet<string>, violations: Violation[]): void {
+  const first = runs[0] as Effect;
+  const to = Math.max(...runs.map((run) => run.t)) + CRASH_LOSES_MS;
+  if (recorded.has(`${first.id}:${first.attempt}:${first.pid}`) || input.serverCrashes.some((at) => from <= at && at <= to)) return;
+  violations.push({ check: "attempt-run-once", detail: `${first.job} job ${first.id} attempt ${first.attempt} ran ${runs.length} times in process ${first.pid} with no record of why` });
+}
+
 function checkEffects(input: CheckInput, jobs: ReadonlyMap<number, JobRow>, recorded: ReadonlySet<string>, violations: Violation[]): void {
   const ends = new Map<string, Effect[]>();
+  /** The first start of each attempt in each process, and how many times it started there. */
   const starts = new Map<string, number>();
+  const startCount = new Map<string, number>();
   for (const effect of input.effects) {
     if (effect.e === "start") {
-      starts.set(`${effect.id}:${effect.attempt}:${effect.pid}`, effect.t);
+      const key = `${effect.id}:${effect.attempt}:${effect.pid}`;
+      if (!starts.has(key)) starts.set(key, effect.t);
+      startCount.set(key, (startCount.get(key) ?? 0) + 1);
       continue;
     }
     const key = `${effect.id}:${effect.attempt}`;
@@ -163,7 +180,9 @@ function checkEffects(input: CheckInput, jobs: ReadonlyMap<number, JobRow>, reco
     const byPid = new Map<number, Effect[]>();
     for (const effect of list) byPid.set(effect.pid, [...(byPid.get(effect.pid) ?? []), effect]);
     for (const [pid, mine] of byPid) {
-      if (mine.length > 1) violations.push({ check: "effect-once", detail: `${first.job} job ${first.id} attempt ${first.attempt} wrote its side effect ${mine.length} times in process ${pid}` });
+      const runs = startCount.get(`${key}:${pid}`) ?? 0;
+      if (mine.length > Math.max(runs, 1)) violations.push({ check: "effect-once", detail: `${first.job} job ${first.id} attempt ${first.attempt} wrote its side effect ${mine.length} times in process ${pid}, which ran it ${runs} times` });
+      else if (mine.length > 1) checkRerunInProcess(input, mine, starts.get(`${key}:${pid}`) ?? first.t, recorded, violations);
     }
     if (byPid.size > 1) checkAttemptRuns(input, [...byPid.values()].map((mine) => mine[0] as Effect), recorded, starts, violations);
     if (!job || first.attempt > job.attempts) {
