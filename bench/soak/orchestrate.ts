@@ -107,6 +107,8 @@ class Soak {
   /** The primary: the first cluster, or after a failover the promoted standby. */
   cluster!: PrivateCluster;
   standby?: PrivateCluster & { promote(): Promise<void> };
+  /** The primary a failover left (stopped; its files go with the rest at the end, or stay with --keep). */
+  readonly retired: PrivateCluster[] = [];
   /** The orchestrator's own way in (enqueues, the drain, the checker): a proxy with no faults, moved by a failover. */
   link!: SoakProxy;
   readonly proxies: SoakProxy[] = [];
@@ -209,7 +211,7 @@ class Soak {
     for (const proxy of [...this.proxies, this.link]) proxy.retarget(standby.port);
     this.serverDown.push({ from, to: Date.now() });
     this.log(`failover: the standby on port ${standby.port} is the primary after ${Date.now() - from} ms`);
-    await old.destroy();
+    this.retired.push(old);
   }
 
   apply(fault: PlannedFault): void {
@@ -414,6 +416,7 @@ async function main(): Promise<number> {
     await Promise.all([...soak.proxies, soak.link].map((proxy) => proxy?.close()));
     if (!soak.settings.keep) {
       await soak.standby?.destroy();
+      for (const old of soak.retired) await old.destroy();
       await soak.cluster?.destroy();
       if (exitCode === 0) rmSync(soak.dir, { recursive: true, force: true });
     }
