@@ -1,4 +1,4 @@
-// The socket under cronledger's postgres.js pools. A little over 350 lines because each guard against a
+// The socket under cronledger's postgres.js pools. Nearly 400 lines because each guard against a
 // postgres.js 3.4 protocol bug sits where the messages pass, beside the host choice and TLS it also owns.
 import { EventEmitter } from "node:events";
 import type { Socket } from "node:net";
@@ -39,7 +39,7 @@ import {
  * - before the end is reported, a result cut short gets a CommandComplete
  *   (else its row count carries into the next result) and an answered error
  *   its ReadyForQuery; the end itself is reported inside postgres.js's next
- *   write (`serverEnded`);
+ *   write under 1 KiB (`serverEnded`, `writeAfterEnd`);
  * - at startup, a server `target_session_attrs` does not accept is refused
  *   before postgres.js sees it ready, and the next attempt tries the next host;
  * - a new connection postgres.js leaves idle after its startup without
@@ -50,6 +50,8 @@ import {
 
 /** How long a connection that ended waits for postgres.js's write before it is reported closed anyway. */
 const FLUSH_WAIT_MS = 1_000;
+/** postgres.js 3.4 writes a chunk this long at once, from inside the call that made it; a shorter one at setImmediate. */
+const POSTGRES_JS_WRITES_AT_ONCE = 1_024;
 
 /** Ends the connection: FATAL and PANIC always; 25006 once started (a read-only server; the next connection may find the primary). */
 function endsConnection(error: postgres.PostgresError, started: boolean): boolean {
@@ -94,6 +96,8 @@ export class GuardedSocket extends EventEmitter {
   private idleCheck: number | undefined;
   /** How the end is reported once postgres.js writes (see `serverEnded`). */
   private closing: { hadError: boolean; timer: NodeJS.Timeout } | undefined;
+  /** A password request is on its way to prompt the write that reports the end (`writeAfterEnd`). */
+  private prompted = false;
 
   constructor(
     private readonly targets: Targets,
@@ -113,7 +117,7 @@ export class GuardedSocket extends EventEmitter {
 
   write(chunk: Buffer, callback?: WriteCallback): boolean {
     this.writes += 1;
-    if (this.state === "ending") this.reportClosed();
+    if (this.state === "ending") return this.writeAfterEnd(chunk);
     if (this.state === "closed") return true;
     if (this.state === "open" && this.raw) return this.raw.write(chunk, callback);
     this.queued.push([chunk, callback]);
@@ -324,6 +328,36 @@ export class GuardedSocket extends EventEmitter {
     // Before the startup was done, a failed attempt: postgres.js counts it towards its reconnect backoff.
     this.closing = { hadError: !this.started, timer: setTimeout(() => this.reportClosed(), FLUSH_WAIT_MS) };
     this.emit("data", PASSWORD_REQUEST);
+  }
+
+  /**
+   * postgres.js writes to a connection that ended (its bytes go nowhere). A
+   * chunk under 1 KiB comes from the write postgres.js deferred to
+   * setImmediate: the end is reported here. A chunk of 1 KiB or more
+   * postgres.js writes at once, from inside the call that made it, which may
+   * be `execute()` under its pool's `go()` or `onopen()`: those move the
+   * connection to their busy or full queue when `execute()` returns, after
+   * `onclose` had moved it to the closed one, and it stays there with no
+   * socket. Its next statement then waited forever (a bigger one) or threw
+   * `TypeError: Cannot read properties of null (reading 'write')` at
+   * `Immediate.nextWrite` (a smaller one): a payload of 1,500 bytes retried
+   * at once after a 57P01, 5 storm runs of 5 (docs/decisions.md, "A storm
+   * of errors on live connections"). So the end waits for the next small
+   * write, which another password request prompts once this call is over.
+   */
+  private writeAfterEnd(chunk: Buffer): boolean {
+    if (chunk.length < POSTGRES_JS_WRITES_AT_ONCE) {
+      this.reportClosed();
+      return true;
+    }
+    if (!this.prompted) {
+      this.prompted = true;
+      process.nextTick(() => {
+        this.prompted = false;
+        if (this.state === "ending") this.emit("data", PASSWORD_REQUEST);
+      });
+    }
+    return true;
   }
 
   /** Reports the end from inside postgres.js's write (or after the wait); the statements it held then fail as CONNECTION_CLOSED. */

@@ -10,7 +10,7 @@ import { Framer } from "./fault-proxy.js";
  * - "cancel": an ErrorResponse ERROR 57014 ("canceling statement due to
  *   user request") goes to the client in the middle of a statement's answer
  *   (before its first message, between a ParseComplete and a BindComplete,
- *   between two DataRows, after its CommandComplete...), and the server's
+ *   between two DataRows, in place of its CommandComplete...), and the server's
  *   messages up to that statement's ReadyForQuery are dropped, the
  *   ReadyForQuery itself passed on: to the client, a statement the server
  *   cancelled wherever it was. A statement described first (Parse/Describe/
@@ -20,8 +20,10 @@ import { Framer } from "./fault-proxy.js";
  *   boundary or at any moment between them (idle, mid-startup, mid-statement),
  *   and both sides of the connection are closed, as pg_terminate_backend does.
  *
- * The errors are the proxy's own: the server never learns of a cancel (the
- * statement went through there), as with a cancel that arrives too late.
+ * A cancel fails the statement on the server too: the proxy holds each Sync
+ * until the Execute before it is answered, and slips an Execute of a missing
+ * portal ahead of it, so the implicit transaction rolls back. It lands only
+ * on the oldest statement the client waits for, as a real cancel does.
  */
 export type StormFault = "cancel" | "terminate";
 
@@ -99,9 +101,16 @@ class Session {
     readonly upstream: Socket,
   ) {}
 
-  /** A statement the server has not committed yet is under way: a cancel can land on it. */
+  /**
+   * A statement the server has not committed yet is under way, and it is the oldest one the client waits for: a
+   * cancel can land on it. With a Sync forwarded and its ReadyForQuery still to come (`syncs`), an earlier statement
+   * is still being answered: a cancel then ended the dropping at that statement's ReadyForQuery, and the Execute
+   * meant to fail the later one reached the server after it, so the later statement's answer came through with a
+   * 34000 (portal "cl_storm_poison" does not exist) and its Sync stayed held behind an Execute the server, discarding
+   * until a Sync, never answered: the connection hung in the proxy (1 storm run of 9 with small payloads).
+   */
   get cancellable(): boolean {
-    return this.started && !this.dropping && (this.executing || this.flushed);
+    return this.started && !this.dropping && this.syncs === 0 && (this.executing || this.flushed);
   }
 
   note(event: string): void {
