@@ -1,8 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createCronledger } from "../src/cronledger.js";
+import { DatabaseUnavailableError } from "../src/errors.js";
 import { defineJob } from "../src/jobs/define-job.js";
 import { silentLogger } from "../src/log.js";
 import { useTestDatabase } from "./support/database.js";
+import { startCutProxy } from "./support/cut-proxy.js";
 import { startFaultProxy, type FaultProxy } from "./support/fault-proxy.js";
 import { withPort } from "./support/postgres-url.js";
 
@@ -36,4 +38,32 @@ describe("the schema check on a server that cancels or ends its statement", () =
       await ledger.close();
     }
   }, 30_000);
+});
+
+describe("the schema check through a link that stays cut", () => {
+  const database = useTestDatabase("schema-check-cut");
+
+  // A fault soak's replica started into 14 s of link cuts died of drizzle's raw "Failed query: select 'schema '..."
+  // once the check's tries (about 7 s) ran out: start() must say the database is unavailable, with the cause.
+  it("fails start() with DatabaseUnavailableError (server_unavailable) once its tries run out, never the raw statement", async () => {
+    const migrator = createCronledger({ database: database.url, logger: silentLogger, metrics: false });
+    await migrator.migrate();
+    await migrator.close();
+    const link = await startCutProxy(Number(new URL(database.url).port || 5432));
+    link.cut();
+    const ledger = createCronledger({ database: { url: withPort(database.url, link.port), poolSize: 2 }, jobs: [job], chores: false, logger: silentLogger, metrics: false });
+    try {
+      const error: unknown = await ledger.start().then(
+        () => undefined,
+        (thrown: unknown) => thrown,
+      );
+      expect(error).toBeInstanceOf(DatabaseUnavailableError);
+      expect((error as DatabaseUnavailableError).code).toBe("server_unavailable");
+      expect((error as Error).message).toMatch(/schema check was cut short 5 times/);
+      expect((error as Error).message).not.toMatch(/Failed query|pg_namespace/);
+    } finally {
+      await ledger.close();
+      await link.close();
+    }
+  }, 60_000);
 });

@@ -5,9 +5,12 @@
 // - enqueue-terminal: every acknowledged enqueue is one job that ended (succeeded, or failed/cancelled: its ticket);
 // - job-row-once: no job is in the queue and the history, or twice in the history;
 // - effect-explained: every side effect belongs to an attempt the database recorded (attempt <= the job's attempts);
-// - effect-once: no process wrote one attempt's side effect twice;
-// - attempt-run-once: no attempt ran in two processes but where a record, a kill or a server crash explains it;
+// - effect-once: no run of an attempt wrote its side effect twice;
+// - attempt-run-once: no attempt ran twice (in two processes, or twice in one) but where a record, a kill or a
+//   server crash explains it;
 // - success-has-effect: a succeeded job's last attempt did end well in a handler;
+// - success-kept: a job whose last attempt ended well in a handler is succeeded, but where its process was killed
+//   (or the server crashed) before the result could be written;
 // - completed-not-rerun: an attempt that ended well is the job's last one, or its result is on record
 //   (superseded_attempts), or its process was killed (or the server crashed) before it could be written;
 // - slot-once / slot-missing: each slot of each entry has one row, none missing outside an all-down period;
@@ -143,12 +146,28 @@ function checkAttemptRuns(input: CheckInput, runs: readonly Effect[], recorded: 
   }
 }
 
+/**
+ * One attempt run twice by the same process: a server crash (or a failover) lost its claim, and the process
+ * claimed the job again at the same attempt. Its first result is then on record (superseded_attempts), or the
+ * crash came while it ran; anything else is a worker running an attempt twice.
+ */
+function checkRerunInProcess(input: CheckInput, runs: readonly Effect[], from: number, recorded: ReadonlySet<string>, violations: Violation[]): void {
+  const first = runs[0] as Effect;
+  const to = Math.max(...runs.map((run) => run.t)) + CRASH_LOSES_MS;
+  if (recorded.has(`${first.id}:${first.attempt}:${first.pid}`) || input.serverCrashes.some((at) => from <= at && at <= to)) return;
+  violations.push({ check: "attempt-run-once", detail: `${first.job} job ${first.id} attempt ${first.attempt} ran ${runs.length} times in process ${first.pid} with no record of why` });
+}
+
 function checkEffects(input: CheckInput, jobs: ReadonlyMap<number, JobRow>, recorded: ReadonlySet<string>, violations: Violation[]): void {
   const ends = new Map<string, Effect[]>();
+  /** The first start of each attempt in each process, and how many times it started there. */
   const starts = new Map<string, number>();
+  const startCount = new Map<string, number>();
   for (const effect of input.effects) {
     if (effect.e === "start") {
-      starts.set(`${effect.id}:${effect.attempt}:${effect.pid}`, effect.t);
+      const key = `${effect.id}:${effect.attempt}:${effect.pid}`;
+      if (!starts.has(key)) starts.set(key, effect.t);
+      startCount.set(key, (startCount.get(key) ?? 0) + 1);
       continue;
     }
     const key = `${effect.id}:${effect.attempt}`;
@@ -161,7 +180,9 @@ function checkEffects(input: CheckInput, jobs: ReadonlyMap<number, JobRow>, reco
     const byPid = new Map<number, Effect[]>();
     for (const effect of list) byPid.set(effect.pid, [...(byPid.get(effect.pid) ?? []), effect]);
     for (const [pid, mine] of byPid) {
-      if (mine.length > 1) violations.push({ check: "effect-once", detail: `${first.job} job ${first.id} attempt ${first.attempt} wrote its side effect ${mine.length} times in process ${pid}` });
+      const runs = startCount.get(`${key}:${pid}`) ?? 0;
+      if (mine.length > Math.max(runs, 1)) violations.push({ check: "effect-once", detail: `${first.job} job ${first.id} attempt ${first.attempt} wrote its side effect ${mine.length} times in process ${pid}, which ran it ${runs} times` });
+      else if (mine.length > 1) checkRerunInProcess(input, mine, starts.get(`${key}:${pid}`) ?? first.t, recorded, violations);
     }
     if (byPid.size > 1) checkAttemptRuns(input, [...byPid.values()].map((mine) => mine[0] as Effect), recorded, starts, violations);
     if (!job || first.attempt > job.attempts) {
@@ -174,9 +195,14 @@ function checkEffects(input: CheckInput, jobs: ReadonlyMap<number, JobRow>, reco
     }
   }
   for (const job of jobs.values()) {
-    if (job.status !== "succeeded" || job.job_name !== WORK_JOB) continue;
-    if (!(ends.get(`${job.id}:${job.attempts}`) ?? []).some((effect) => effect.ok)) {
+    if (job.job_name !== WORK_JOB || !TERMINAL.has(job.status)) continue;
+    const last = ends.get(`${job.id}:${job.attempts}`) ?? [];
+    if (job.status === "succeeded" && !last.some((effect) => effect.ok)) {
       violations.push({ check: "success-has-effect", detail: `${job.job_name} job ${job.id} is succeeded at attempt ${job.attempts}, which no handler ended well` });
+    }
+    const kept = last.filter((effect) => effect.ok && !input.killed.has(effect.pid) && !input.serverCrashes.some((at) => effect.t <= at && at <= effect.t + CRASH_LOSES_MS));
+    if (job.status !== "succeeded" && kept.length > 0 && !superseded.has(`${job.id}:${job.attempts}`)) {
+      violations.push({ check: "success-kept", detail: `${job.job_name} job ${job.id} is ${job.status} at attempt ${job.attempts}, which a handler ended well (process ${kept[0]?.pid})` });
     }
   }
 }

@@ -6,7 +6,10 @@
 // to every replica, and the checker (bench/soak/check.ts) over the database and the side-effect log. It prints the
 // faults injected by kind and the violations by check, and exits 1 on any violation with the seed to replay it.
 //
-// Options: --lease-ms (default 3000), --plant double-effect (a planted bug, for the checker's own test),
+// --failover: the cluster gets a synchronous streaming standby (pg_basebackup), and once, in the middle of the run,
+// the primary is stopped hard (immediate) and the standby promoted; every proxy then leads to it.
+//
+// Options: --lease-ms (default 3000), --plant double-effect,drop-success (planted bugs, for the checker's own test),
 // --keep (leave the cluster and logs in place), --json (the result as one JSON line after the table).
 import { spawn, type ChildProcess } from "node:child_process";
 import { createWriteStream, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -17,9 +20,9 @@ import { parseArgs } from "node:util";
 import postgres from "postgres";
 import { createCronledger, type Cronledger } from "../../src/cronledger.js";
 import { silentLogger } from "../../src/log.js";
-import { startPrivateCluster, type PrivateCluster } from "../../test/support/private-cluster.js";
+import { startPrivateCluster, startStandby, type PrivateCluster } from "../../test/support/private-cluster.js";
 import { check, type Interval, type Violation } from "./check.js";
-import { FAULT_KINDS, faultPlan, seededRandom, type FaultKind, type PlannedFault } from "./plan.js";
+import { FAULT_KINDS, OPT_IN_KINDS, faultPlan, seededRandom, type FaultKind, type PlannedFault } from "./plan.js";
 import { startSoakProxy, type InjectedCode, type SoakProxy } from "./proxy.js";
 import { defineJob } from "../../src/jobs/define-job.js";
 import { WORK_JOB, workPayload, type Effect } from "./shape.js";
@@ -45,8 +48,18 @@ interface Settings {
   readonly replicas: number;
   readonly leaseMs: number;
   readonly plant: string;
+  readonly failover: boolean;
   readonly keep: boolean;
   readonly json: boolean;
+}
+
+/** The planted bugs bench/soak/replica.ts knows (SOAK_PLANT). */
+const PLANTS = ["double-effect", "drop-success"];
+
+function plants(raw: string): string {
+  const unknown = raw.split(",").filter((name) => name !== "" && !PLANTS.includes(name));
+  if (unknown.length > 0) throw new Error(`--plant ${raw}: unknown ${unknown.join(", ")}; the planted bugs are ${PLANTS.join(", ")} (comma-separated)`);
+  return raw;
 }
 
 function settings(): Settings {
@@ -57,6 +70,7 @@ function settings(): Settings {
       replicas: { type: "string", default: "3" },
       "lease-ms": { type: "string", default: "3000" },
       plant: { type: "string", default: "" },
+      failover: { type: "boolean", default: false },
       keep: { type: "boolean", default: false },
       json: { type: "boolean", default: false },
     },
@@ -71,7 +85,8 @@ function settings(): Settings {
     seed: values.seed === undefined ? Math.floor(Date.now() % 2_147_483_647) : Math.floor(number("seed", values.seed, 0)),
     replicas: Math.floor(number("replicas", values.replicas, 1)),
     leaseMs: number("lease-ms", values["lease-ms"], 500),
-    plant: values.plant ?? "",
+    plant: plants(values.plant ?? ""),
+    failover: values.failover ?? false,
     keep: values.keep ?? false,
     json: values.json ?? false,
   };
@@ -89,7 +104,13 @@ interface Replica {
 class Soak {
   readonly dir = mkdtempSync(join(tmpdir(), "cronledger-soak-"));
   readonly startedAt = Date.now();
+  /** The primary: the first cluster, or after a failover the promoted standby. */
   cluster!: PrivateCluster;
+  standby?: PrivateCluster & { promote(): Promise<void> };
+  /** The primary a failover left (stopped; its files go with the rest at the end, or stay with --keep). */
+  readonly retired: PrivateCluster[] = [];
+  /** The orchestrator's own way in (enqueues, the drain, the checker): a proxy with no faults, moved by a failover. */
+  link!: SoakProxy;
   readonly proxies: SoakProxy[] = [];
   readonly replicas: Replica[] = [];
   readonly impaired: Interval[][];
@@ -97,7 +118,7 @@ class Soak {
   readonly serverCrashes: number[] = [];
   readonly killed = new Map<number, number>();
   readonly deaths: string[] = [];
-  readonly applied = Object.fromEntries(FAULT_KINDS.map((kind) => [kind, 0])) as Record<FaultKind, number>;
+  readonly applied = Object.fromEntries([...FAULT_KINDS, ...OPT_IN_KINDS].map((kind) => [kind, 0])) as Record<FaultKind, number>;
   readonly acks: { key: string; id: number }[] = [];
   enqueueFailures = 0;
   /** Faults under way (a server restart, a replica's restart): the drain waits for them. */
@@ -172,6 +193,27 @@ class Soak {
     this.serverDown.push({ from, to: Date.now() });
   }
 
+  /**
+   * The primary stopped hard and the standby promoted (pg_ctl promote, waiting for it), then every proxy moved to
+   * it: a failover manager's work with no detection delay. Commits that did not wait for the standby (claims and
+   * completions: synchronous_commit off) may be lost, as in a crash; everything acknowledged synchronously is there.
+   */
+  async failover(): Promise<void> {
+    const standby = this.standby;
+    if (!standby) return;
+    this.standby = undefined;
+    const from = Date.now();
+    await this.cluster.stop("immediate");
+    this.serverCrashes.push(Date.now());
+    const old = this.cluster;
+    await standby.promote();
+    this.cluster = standby;
+    for (const proxy of [...this.proxies, this.link]) proxy.retarget(standby.port);
+    this.serverDown.push({ from, to: Date.now() });
+    this.log(`failover: the standby on port ${standby.port} is the primary after ${Date.now() - from} ms`);
+    this.retired.push(old);
+  }
+
   apply(fault: PlannedFault): void {
     const now = Date.now();
     const proxy = this.proxies[fault.replica] as SoakProxy;
@@ -189,6 +231,8 @@ class Soak {
         return this.track(this.kill(fault.replica, fault.durationMs));
       case "pg-restart":
         return this.track(this.restartServer(fault.mode ?? "fast", fault.durationMs));
+      case "failover":
+        return this.track(this.failover());
       default:
         proxy.inject(fault.kind.slice("error-".length) as InjectedCode, fault.amount);
         return impair(ERROR_IMPAIRS_MS);
@@ -250,7 +294,8 @@ function readEffects(soak: Soak): Effect[] {
 function table(soak: Soak, violations: readonly Violation[]): string {
   const injected: Record<string, number> = {};
   for (const proxy of soak.proxies) for (const [code, n] of Object.entries(proxy.injected)) injected[`error-${code}`] = (injected[`error-${code}`] ?? 0) + n;
-  const rows = FAULT_KINDS.map((kind) => `| ${kind.padEnd(12)} | ${String(soak.applied[kind]).padStart(7)} | ${String(kind in injected ? injected[kind] : soak.applied[kind]).padStart(8)} |`);
+  const kinds = soak.settings.failover ? [...FAULT_KINDS, ...OPT_IN_KINDS] : FAULT_KINDS;
+  const rows = kinds.map((kind) => `| ${kind.padEnd(12)} | ${String(soak.applied[kind]).padStart(7)} | ${String(kind in injected ? injected[kind] : soak.applied[kind]).padStart(8)} |`);
   const checks = new Map<string, number>();
   for (const violation of violations) checks.set(violation.check, (checks.get(violation.check) ?? 0) + 1);
   const lines = [
@@ -267,23 +312,44 @@ function table(soak: Soak, violations: readonly Violation[]): string {
   return lines.join("\n");
 }
 
+/**
+ * A streaming standby of the soak's cluster (pg_basebackup, as test/failover.test.ts makes one), made synchronous
+ * only once it exists: pg_basebackup copies postgresql.auto.conf, and a promoted standby that still named a
+ * synchronous standby of its own would wait for it on every commit.
+ */
+async function startSynchronousStandby(soak: Soak, sql: postgres.Sql): Promise<void> {
+  soak.standby = await startStandby(soak.cluster);
+  await sql`alter system set synchronous_standby_names = '*'`;
+  await sql`select pg_reload_conf()`;
+  const deadline = Date.now() + 60_000;
+  while ((await sql<{ s: string }[]>`select sync_state as s from pg_stat_replication`)[0]?.s !== "sync") {
+    if (Date.now() > deadline) throw new Error("the standby did not stream synchronously within 60 s");
+    await sleep(200);
+  }
+  soak.log(`standby on port ${soak.standby.port} streams synchronously`);
+}
+
 async function main(): Promise<number> {
   const soak = new Soak(settings());
   const { minutes, seed, replicas, leaseMs } = soak.settings;
-  const replay = `npm run soak -- --minutes ${minutes} --seed ${seed} --replicas ${replicas}${leaseMs === 3_000 ? "" : ` --lease-ms ${leaseMs}`}${soak.settings.plant ? ` --plant ${soak.settings.plant}` : ""}`;
+  const replay = `npm run soak -- --minutes ${minutes} --seed ${seed} --replicas ${replicas}${leaseMs === 3_000 ? "" : ` --lease-ms ${leaseMs}`}${soak.settings.plant ? ` --plant ${soak.settings.plant}` : ""}${soak.settings.failover ? " --failover" : ""}`;
   soak.log(`seed ${seed}: ${replay} (logs in ${soak.dir})`);
   soak.cluster = await startPrivateCluster();
-  const ledger = createCronledger({ database: { url: soak.cluster.url, poolSize: 4 }, jobs: [workJob], chores: false, logger: silentLogger, metrics: false });
-  const sql = postgres(soak.cluster.url, { max: 2, onnotice: () => {} });
+  soak.link = await startSoakProxy(soak.cluster.port);
+  const linkUrl = new URL(soak.cluster.url);
+  linkUrl.port = String(soak.link.port);
+  const ledger = createCronledger({ database: { url: linkUrl.toString(), poolSize: 4 }, jobs: [workJob], chores: false, logger: silentLogger, metrics: false });
+  const sql = postgres(linkUrl.toString(), { max: 2, onnotice: () => {} });
   let exitCode = 1;
   try {
     await ledger.migrate();
+    if (soak.settings.failover) await startSynchronousStandby(soak, sql);
     for (let index = 0; index < replicas; index += 1) soak.proxies.push(await startSoakProxy(soak.cluster.port));
     for (let index = 0; index < replicas; index += 1) soak.spawnReplica(index);
     await Promise.all(soak.replicas.map((replica) => replica.ready));
     soak.log("replicas ready; faults begin");
 
-    const plan = faultPlan({ seed, minutes, replicas, leaseMs });
+    const plan = faultPlan({ seed, minutes, replicas, leaseMs, failover: soak.settings.failover });
     writeFileSync(join(soak.dir, "plan.json"), JSON.stringify(plan, null, 1));
     const begin = Date.now();
     let faulting = true;
@@ -336,8 +402,8 @@ async function main(): Promise<number> {
     if (violations.length > 40) process.stdout.write(`\n... and ${violations.length - 40} more`);
     process.stdout.write(violations.length === 0 ? "\n\n0 violations\n" : `\n\n${violations.length} violations; replay with: ${replay}\n`);
     if (soak.settings.json) {
-      const injected = Object.fromEntries(FAULT_KINDS.map((kind) => [kind, soak.applied[kind]]));
-      process.stdout.write(`${JSON.stringify({ seed, injected, acks: soak.acks.length, violations })}\n`);
+      const injected = Object.fromEntries(Object.entries(soak.applied));
+      process.stdout.write(`${JSON.stringify({ seed, replay, injected, acks: soak.acks.length, violations })}\n`);
     }
     exitCode = violations.length === 0 ? 0 : 1;
   } finally {
@@ -347,8 +413,10 @@ async function main(): Promise<number> {
     }
     await ledger.close().catch(() => undefined);
     await sql.end({ timeout: 1 }).catch(() => undefined);
-    await Promise.all(soak.proxies.map((proxy) => proxy.close()));
+    await Promise.all([...soak.proxies, soak.link].map((proxy) => proxy?.close()));
     if (!soak.settings.keep) {
+      await soak.standby?.destroy();
+      for (const old of soak.retired) await old.destroy();
       await soak.cluster?.destroy();
       if (exitCode === 0) rmSync(soak.dir, { recursive: true, force: true });
     }

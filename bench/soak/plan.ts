@@ -2,7 +2,9 @@
 // `npm run soak -- --seed S` (same faults at the same offsets; the machine's timing still varies, as in Jepsen).
 
 export const FAULT_KINDS = ["cut", "error-57P01", "error-57014", "error-40001", "slow", "kill", "pg-restart"] as const;
-export type FaultKind = (typeof FAULT_KINDS)[number];
+/** Faults a run asks for (`--failover`): one each at most. */
+export const OPT_IN_KINDS = ["failover"] as const;
+export type FaultKind = (typeof FAULT_KINDS)[number] | (typeof OPT_IN_KINDS)[number];
 
 export interface PlannedFault {
   /** Milliseconds after the soak's start. */
@@ -23,6 +25,8 @@ export interface PlanSettings {
   readonly minutes: number;
   readonly replicas: number;
   readonly leaseMs: number;
+  /** One failover to the streaming standby, in the middle of the run. */
+  readonly failover?: boolean;
 }
 
 /** mulberry32: a small, well-mixed PRNG whose whole state is the seed. */
@@ -38,21 +42,21 @@ export function seededRandom(seed: number): () => number {
 }
 
 /** How often each kind is drawn once every kind has come up once. */
-const WEIGHTS: Readonly<Record<FaultKind, number>> = { cut: 4, "error-57P01": 2, "error-57014": 2, "error-40001": 2, slow: 2, kill: 3, "pg-restart": 1 };
+const WEIGHTS: Readonly<Record<(typeof FAULT_KINDS)[number], number>> = { cut: 4, "error-57P01": 2, "error-57014": 2, "error-40001": 2, slow: 2, kill: 3, "pg-restart": 1 };
 /** The first faults come after the replicas have settled; the last leaves room for its own recovery before the drain. */
 const SETTLE_MS = 5_000;
 const TAIL_MS = 3_000;
 /** Between two server restarts: the replicas get back, and the slots in between fire. */
 const RESTART_SPACING_MS = 20_000;
 
-function weighted(random: () => number, kinds: readonly FaultKind[]): FaultKind {
+function weighted(random: () => number, kinds: readonly (typeof FAULT_KINDS)[number][]): (typeof FAULT_KINDS)[number] {
   const total = kinds.reduce((sum, kind) => sum + WEIGHTS[kind], 0);
   let pick = random() * total;
   for (const kind of kinds) {
     pick -= WEIGHTS[kind];
     if (pick < 0) return kind;
   }
-  return kinds[kinds.length - 1] as FaultKind;
+  return kinds[kinds.length - 1] as (typeof FAULT_KINDS)[number];
 }
 
 const between = (random: () => number, low: number, high: number) => Math.round(low + random() * (high - low));
@@ -97,5 +101,19 @@ export function faultPlan(settings: PlanSettings): PlannedFault[] {
     if (kind === "pg-restart") lastRestart = atMs;
     plan.push({ atMs, kind, replica: Math.floor(random() * settings.replicas), ...detail(random, kind, settings.leaseMs) });
   }
-  return plan;
+  // Drawn after the rest, from its own stream, so that --failover adds one fault to the seed's plan and moves none.
+  if (settings.failover) plan.push(failoverAt(seededRandom(settings.seed ^ 0xfa11), plan, settings.minutes * 60_000));
+  return plan.sort((a, b) => a.atMs - b.atMs);
+}
+
+/**
+ * The failover: in the middle third of the run, as far from every server restart as it can be (they would stop
+ * the primary the failover leaves, or the new one while it is promoted), with a random part of up to 2 s.
+ */
+function failoverAt(random: () => number, plan: readonly PlannedFault[], runMs: number): PlannedFault {
+  const restarts = plan.filter((fault) => fault.kind === "pg-restart").map((fault) => fault.atMs);
+  const room = (atMs: number) => Math.min(Infinity, ...restarts.map((at) => Math.abs(at - atMs)));
+  let best = Math.round(runMs / 3);
+  for (let atMs = best; atMs <= (2 * runMs) / 3; atMs += 500) if (room(atMs) > room(best)) best = atMs;
+  return { atMs: best + between(random, 0, 2_000), kind: "failover", replica: 0, durationMs: 0, amount: 0, mode: "immediate" };
 }

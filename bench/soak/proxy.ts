@@ -12,7 +12,8 @@ import { errorResponse, message } from "../../test/support/fake-postgres.js";
  *   ran, which is what the server says for each of them. ERRORs are only injected outside a transaction (the
  *   server never cancels a COMMIT and leaves the transaction open); the FATAL anywhere, as a terminated backend
  *   rolls its transaction back;
- * - `slow(ms, forMs)`: every answer held up `ms` for `forMs`.
+ * - `slow(ms, forMs)`: every answer held up `ms` for `forMs`;
+ * - `retarget(port)`: new connections go to another server (a failover: the name in front of the database moves).
  *
  * It counts what it injected, by kind, for the soak's table.
  */
@@ -23,6 +24,7 @@ export interface SoakProxy {
   cut(ms: number): void;
   inject(code: InjectedCode, count: number): void;
   slow(delayMs: number, forMs: number): void;
+  retarget(port: number): void;
   /** Ends every fault under way (the quiet drain). */
   calm(): void;
   /** Statements answered with each code so far. */
@@ -64,7 +66,8 @@ function errorMessage(code: InjectedCode): Buffer {
   return message("E", Buffer.concat([field("S", "ERROR"), field("V", "ERROR"), field("C", code), field("M", TEXTS[code]), Buffer.from([0])]));
 }
 
-export async function startSoakProxy(targetPort: number): Promise<SoakProxy> {
+export async function startSoakProxy(firstTarget: number): Promise<SoakProxy> {
+  let targetPort = firstTarget;
   const open = new Set<Socket>();
   let cutUntil = 0;
   let slowUntil = 0;
@@ -191,6 +194,9 @@ export async function startSoakProxy(targetPort: number): Promise<SoakProxy> {
     },
     inject(code, count) {
       for (let i = 0; i < count; i += 1) pending.push(code);
+    },
+    retarget(port) {
+      targetPort = port;
     },
     slow(delayMs, forMs) {
       slowMs = delayMs;

@@ -3,8 +3,11 @@
 // each: `start` when an attempt begins, `end` when it ends (`ok` false when it threw, `aborted` when its signal
 // fired), with the job's id and the attempt's number, so the checker can explain each by a recorded attempt.
 //
-// SOAK_PLANT=double-effect is a planted bug for the checker's own test: every tenth job's side effect is
-// written twice by one attempt, as a handler (or a worker running it twice) would.
+// SOAK_PLANT names planted bugs (comma-separated) for the checker's own test, each hitting every tenth job:
+// `double-effect`, its side effect written twice by one attempt, as a handler (or a worker running it twice)
+// would; `drop-success`, an attempt that ended well reported as a failure, as a worker that skipped the
+// completion write and let the lease fail the job would (issue 31's lost success: the job runs again, and its
+// last attempt's success ends as `failed`).
 import { appendFileSync } from "node:fs";
 import { createCronledger } from "../../src/cronledger.js";
 import { DatabaseUnavailableError } from "../../src/errors.js";
@@ -14,7 +17,7 @@ import { OVERLAP_ENTRIES, SOAK_CRON, WORK_JOB, workPayload } from "./shape.js";
 
 const effects = process.env.SOAK_EFFECTS ?? "";
 const replica = process.env.SOAK_REPLICA ?? "r?";
-const plant = process.env.SOAK_PLANT ?? "";
+const plants = new Set((process.env.SOAK_PLANT ?? "").split(",").filter((name) => name !== ""));
 const leaseMs = Number(process.env.SOAK_LEASE_MS ?? 3_000);
 
 const say = (text: string) => process.stdout.write(`${new Date().toISOString()} ${text}\n`);
@@ -24,7 +27,7 @@ const logger: Logger = { debug: () => {}, info: line("info"), warn: line("warn")
 function effect(kind: "start" | "end", job: string, ctx: JobContext, extra: Record<string, unknown> = {}): void {
   const record = JSON.stringify({ e: kind, job, id: ctx.jobId, attempt: ctx.attempt, t: Date.now(), replica, pid: process.pid, ...extra }) + "\n";
   appendFileSync(effects, record);
-  if (plant === "double-effect" && kind === "end" && extra.ok === true && ctx.jobId % 10 === 0) appendFileSync(effects, record);
+  if (plants.has("double-effect") && kind === "end" && extra.ok === true && ctx.jobId % 10 === 0) appendFileSync(effects, record);
 }
 
 /** Sleeps `ms`, or less when the attempt's signal fires (cancel_other asks the running job to stop). */
@@ -45,6 +48,7 @@ const enqueued = defineJob({
     const ok = !(failFirst && ctx.attempt === 1) && !aborted;
     effect("end", WORK_JOB, ctx, { ok, aborted });
     if (!ok) throw new Error(aborted ? "aborted" : "the first attempt fails, as planned");
+    if (plants.has("drop-success") && ctx.jobId % 10 === 0) throw new Error("planted bug: a success dropped");
   },
 });
 

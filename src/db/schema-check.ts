@@ -1,9 +1,9 @@
 import { sql } from "drizzle-orm";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { DatabaseUnavailableError, MigrationRequiredError } from "../errors.js";
+import { DatabaseUnavailableError, MigrationRequiredError, type DatabaseDiagnosis } from "../errors.js";
 import { hasTransientCode, isCancelled } from "../error-chain.js";
-import { diagnoseDatabaseError } from "./diagnose.js";
+import { describeDatabaseError, diagnoseDatabaseError } from "./diagnose.js";
 import { packagePath } from "../package-root.js";
 import { query, type Database } from "./connection.js";
 import type { Executor } from "./executor.js";
@@ -194,6 +194,21 @@ function isStatementMishap(error: unknown): boolean {
   return diagnosis === undefined || (!diagnosis.persistent && diagnosis.problem === "server_unavailable");
 }
 
+/**
+ * The check's tries ran out on a server that kept cutting it short (a link down for longer than they last: the
+ * fault soak's replica started into 14 s of cuts died of drizzle's "Failed query: select 'schema '..."): the
+ * database is unavailable, as when nothing answers, and start() says so with the cause, never the statement.
+ */
+function gaveUp(error: unknown): DatabaseDiagnosis {
+  const tries = CHECK_RETRY_DELAYS_MS.length + 1;
+  const seconds = Math.round(CHECK_RETRY_DELAYS_MS.reduce((sum, ms) => sum + ms, 0) / 1000);
+  return {
+    problem: "server_unavailable",
+    message: `cronledger's schema check was cut short ${tries} times in ${seconds} s (last: ${describeDatabaseError(error)}): the server or the link to it keeps failing; start again once it answers.`,
+    persistent: false,
+  };
+}
+
 /** inspectSchema, again after a statement's mishap (a fault soak killed a replica with one 57014 here). */
 async function inspectPatiently(executor: Executor): Promise<SchemaInspection> {
   for (let attempt = 0; ; attempt += 1) {
@@ -237,7 +252,7 @@ export function ensureSchema(database: Database, executor: Executor = database.d
       },
       (error: unknown) => {
         // A database that cannot be reached says why in one line (connection refused, wrong password...), not as a failed catalog query.
-        const diagnosis = diagnoseDatabaseError(error);
+        const diagnosis = diagnoseDatabaseError(error) ?? (isStatementMishap(error) ? gaveUp(error) : undefined);
         throw diagnosis === undefined ? error : new DatabaseUnavailableError(diagnosis, database.label, error);
       },
     );
