@@ -1,3 +1,4 @@
+import { isoOf } from "../db/sql/fragments.js";
 import { BACKFILL_KEY_PREFIX, boundKey } from "../keys.js";
 
 export interface IdentityParts {
@@ -21,7 +22,7 @@ export function ledgerKey(namespace: string, identity: string): string {
 
 /** The scheduled job's idempotency key, `identity @ slot`: a second guard behind the ledger. */
 export function slotIdempotencyKey(namespace: string, identity: string, slotMs: number): string {
-  return boundKey(`${namespace}|${identity}@${new Date(slotMs).toISOString()}`);
+  return boundKey(`${namespace}|${identity}@${isoOf(slotMs)}`);
 }
 
 /**
@@ -30,5 +31,5 @@ export function slotIdempotencyKey(namespace: string, identity: string, slotMs: 
  * ticker's key so a backfilled run can be told from a live one.
  */
 export function backfillIdempotencyKey(namespace: string, identity: string, slotMs: number): string {
-  return boundKey(`${BACKFILL_KEY_PREFIX}${namespace}|${identity}@${new Date(slotMs).toISOString()}`);
+  return boundKey(`${BACKFILL_KEY_PREFIX}${namespace}|${identity}@${isoOf(slotMs)}`);
 }

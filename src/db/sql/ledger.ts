@@ -13,7 +13,7 @@ import { alias } from "drizzle-orm/pg-core";
 import { scheduleState, type OverlapPolicy } from "../../schema.js";
 import { query, type Executor } from "../executor.js";
 import { JOB_INSERT, PASS, SLOT_POLICY } from "./ctes.js";
-import { clock, epochMs, name, reusableShapes } from "./fragments.js";
+import { clock, epochMs, isoOf, name, reusableShapes } from "./fragments.js";
 import { takeDueCtes, type Taken } from "./dynamic.js";
 import { jobInsertCtes } from "./jobs.js";
 import { slotJobStatus, slotPolicyCtes } from "./slot-policy.js";
@@ -176,7 +176,6 @@ export async function runPass(executor: Executor, input: PassInput): Promise<Pas
   const lockTimeoutMs = lockWaitMs ?? input.otherLockWaitMs ?? null;
   const take = input.take ?? null;
   const shape = { light: input.light === true, fixedClock: input.exactNow !== null, lockTimeout: lockTimeoutMs !== null, skipLocked: lockWaitMs === null, take: take !== null };
-  const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
   return query<PassRow>(
     executor,
     passStatement(shape)({
@@ -184,7 +183,7 @@ export async function runPass(executor: Executor, input: PassInput): Promise<Pas
       keys: input.entries.map((row) => row.key),
       jobNames: input.entries.map((row) => row.jobName),
       windows: input.entries.map((row) => row.catchUpWindowMs),
-      starts: input.entries.map((row) => iso(row.knownLedgerMs)),
+      starts: input.entries.map((row) => isoOf(row.knownLedgerMs)),
       queues: input.entries.map((row) => row.queue),
       payloads: input.entries.map((row) => row.payloadJson),
       priorities: input.entries.map((row) => row.priority),
@@ -192,7 +191,7 @@ export async function runPass(executor: Executor, input: PassInput): Promise<Pas
       overlaps: input.entries.map((row) => row.overlap),
       slotKeys: input.slots.map((row) => row.key),
       slotMs: input.slots.map((row) => row.slotMs),
-      slotAt: input.slots.map((row) => iso(row.slotMs)),
+      slotAt: input.slots.map((row) => isoOf(row.slotMs)),
       fireMs: input.slots.map((row) => row.fireMs),
       idempotencyKeys: input.slots.map((row) => row.idempotencyKey),
       namespace: input.namespace,
