@@ -173,16 +173,7 @@ export function entryJob(entry: ResolvedEntry): EntryJob {
 
 /** An entry as the pass's statement takes it: entryJob with its catch-up window and the ledger value this process last saw of it. */
 export function passEntry(entry: ResolvedEntry, knownLedgerMs: number | null): PassEntry {
-  // entryJob's fields written out rather than spread: a pass of 5,000 due dynamic entries spent ~13 ms of CPU spreading them.
-  return {
-    key: entry.ledgerKey,
-    jobName: entry.jobName,
-    queue: entry.queue,
-    payloadJson: entry.payloadJson,
-    priority: entry.priority,
-    maxAttempts: entry.maxAttempts ?? entry.job.retry.maxAttempts,
-    overlap: entry.overlap,
-    catchUpWindowMs: entry.catchUpWindowMs,
-    knownLedgerMs,
-  };
+  // Spread from entryJob, the one mapping, though writing the fields out measured ~13 ms less CPU per 5,000 due
+  // dynamic entries (of ~400 ms): one home for the mapping is worth more than 3 %.
+  return { ...entryJob(entry), catchUpWindowMs: entry.catchUpWindowMs, knownLedgerMs };
 }
