@@ -340,8 +340,11 @@ describe.each(BACKENDS)("worker on %s", (backend) => {
     expect(summary.succeeded).toBe(300);
     // The first claim knows no job's duration: the free slots only. The next one, sent once a job has
     // finished, prefetches on top of them (it used to ask for one row, sized by the first claim's rate of 0).
+    // How much on top depends on how long the first no-op job measured: over 100 rows on a quiet machine
+    // (under 5 ms), fewer when a loaded CI machine stretches it (one run asked for under 100); more than the
+    // free slots alone as long as it measured under about 50 ms (src/jobs/claim-size.ts).
     expect(limits[0]).toBe(10);
-    expect(limits[1]).toBeGreaterThan(100);
+    expect(limits[1]).toBeGreaterThan(10);
   });
 
   it("gives handlers their context and runs lower priority values first", async () => {
