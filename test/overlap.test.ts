@@ -10,6 +10,7 @@ import { defineJob } from "../src/jobs/define-job.js";
 import { silentLogger } from "../src/log.js";
 import type { OverlapPolicy } from "../src/schedule/define-schedule.js";
 import { createTestDatabase } from "./support/database.js";
+import { startGateProxy, type GateProxy } from "./support/gate-proxy.js";
 import { BACKENDS, createTestStore, rows, type TestStore } from "./support/ledger.js";
 
 const MINUTE = 60_000;
@@ -178,19 +179,16 @@ describe.each(BACKENDS)("overlap policies on %s", (backend) => {
   });
 });
 
+/** A ledger of one every-minute `cancel_other` entry on a database of its own, with no chores (the describes below). */
+const cancelOtherLedger = (url: string) =>
+  createCronledger({ database: { url, poolSize: 2 }, jobs: [sync], schedule: [{ job: sync, cron: "* * * * *", overlap: "cancel_other" }], logger: silentLogger, metrics: false, chores: false });
+
 describe("cancel_other's stop request", () => {
   let database: { url: string; drop: () => Promise<void> };
   let ledger: Cronledger;
   beforeAll(async () => {
     database = await createTestDatabase(import.meta.url);
-    ledger = createCronledger({
-      database: { url: database.url, poolSize: 2 },
-      jobs: [sync],
-      schedule: [{ job: sync, cron: "* * * * *", overlap: "cancel_other" }],
-      logger: silentLogger,
-      metrics: false,
-      chores: false,
-    });
+    ledger = cancelOtherLedger(database.url);
     await ledger.migrate();
   });
   afterAll(async () => {
@@ -212,5 +210,48 @@ describe("cancel_other's stop request", () => {
     } finally {
       await listener.end({ timeout: 1 });
     }
+  });
+});
+
+describe("a held job's claim", () => {
+  let database: { url: string; drop: () => Promise<void> };
+  let ledger: Cronledger;
+  let proxy: GateProxy;
+  let claimer: Cronledger;
+  beforeAll(async () => {
+    database = await createTestDatabase(`${import.meta.url}_held_claim`);
+    ledger = cancelOtherLedger(database.url);
+    await ledger.migrate();
+    proxy = await startGateProxy(database.url);
+    claimer = createCronledger({ database: { url: proxy.url(database.url), poolSize: 2 }, jobs: [sync], logger: silentLogger, metrics: false, chores: false });
+  });
+  afterAll(async () => {
+    await claimer?.close();
+    await proxy?.close();
+    await ledger?.close();
+    await database?.drop();
+  });
+
+  it("is stamped after the end that released it, even when the claim's statement began before that end", async () => {
+    await ledger.tick({ now: at(0) });
+    const a = (await ledger.tick({ now: at(1) })).enqueued[0]?.jobId ?? 0;
+    await start(ledger, a);
+    const b = (await ledger.tick({ now: at(2) })).enqueued[0]?.jobId ?? 0;
+    expect(await statusOf(ledger, b)).toBe("held");
+    // A worker sends its next claim as a job ends, just before that job's completion (src/jobs/worker.ts, settle). On a
+    // loaded server the claim can be bound first (its transaction begun, now() fixed) and take its snapshot after the
+    // completion committed and released B: the gate holds it there.
+    const gate = proxy.arm();
+    const claim = claimJobs(claimer.database.db, { workerId: "other-worker", queues: ["default"], jobNames: [sync.name], limit: 1 });
+    await gate.bound;
+    await complete(ledger, a, "cancelled");
+    gate.release();
+    expect((await claim).map((job) => job.id)).toEqual([b]);
+    const [stamps] = await rows<{ ended: string; started: string; ordered: boolean }>(
+      ledger,
+      sql`select a.finished_at::text as ended, b.started_at::text as started, b.started_at >= a.finished_at as ordered
+          from cronledger.jobs a, cronledger.jobs b where a.id = ${a} and b.id = ${b}`,
+    );
+    expect(stamps?.ordered, `B's claim (started_at) is stamped after A's end (finished_at): ${JSON.stringify(stamps)}`).toBe(true);
   });
 });

@@ -1,4 +1,4 @@
-// A job's life but its end (insert, claim, heartbeat, reap), as one reads it; about 440 lines, most of them the statements' SQL.
+// A job's life but its end (insert, claim, heartbeat, reap), as one reads it; about 455 lines, most of them the statements' SQL.
 import { sql, type SQL } from "drizzle-orm";
 import { alias } from "drizzle-orm/pg-core";
 import { LeaseExpiredError, type StopRequest } from "../../errors.js";
@@ -241,6 +241,17 @@ export interface ClaimRequest {
  * to queued: it runs again, as a job of a worker that died does (at least
  * once). Enqueues and completions stay synchronous. Saves a WAL flush on the
  * path from enqueue to start and on every claim of a drain.
+ *
+ * `started_at` is the clock when the claim ran (`clock_timestamp()`, read
+ * once per statement), not `now()`: `now()` is fixed when the statement's
+ * transaction began (the Bind message, before the claim's custom plan), but
+ * the claim finds its rows in a snapshot taken later, which may hold a
+ * completion that committed in between and released a held job
+ * (releaseHeldCtes, src/db/sql/history.ts). Stamped with `now()`, that job's
+ * start could precede the end (`finished_at`, the completion's `now()`) of
+ * the job it waited for; read during the claim, it is after that
+ * completion's commit, so a job's history never shows it starting before
+ * the end that let it start (docs/decisions.md, "Held jobs").
  */
 export async function claimJobs(executor: Executor, request: ClaimRequest): Promise<ClaimedJob[]> {
   const ordinary = request.limit > 0 && request.jobNames.length > 0;
@@ -288,7 +299,7 @@ const claimStatement = reusableShapes<{ ordinary: boolean; withChores: boolean; 
       : claimable;
     return sql`update ${jobQueue} as j
         set ${name(q.status)} = 'running', ${name(q.attempts)} = ${j.attempts} + 1, ${name(q.lockedBy)} = ${value("worker")}::text,
-            ${name(q.heartbeatAt)} = now(), ${name(q.startedAt)} = now()
+            ${name(q.heartbeatAt)} = now(), ${name(q.startedAt)} = (select clock_timestamp())
         where ${j.id} = any(${claimed})
           -- The claim commits without waiting for its WAL flush (see claimJobs).
           and (select set_config('synchronous_commit', 'off', true)) = 'off'
