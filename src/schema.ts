@@ -381,10 +381,14 @@ const byteText = customType<{ data: string; driverData: string }>({ dataType: ()
  * transaction when it gives one. The definition (job, canonical cron, zone,
  * payload, policy) and the fire time of its next slot, `next_fire_at`,
  * indexed, so a pass reads the due entries only (an index probe when none
- * is), never every stored one. A pass that takes due entries moves their
- * `next_fire_at` a lease ahead (other replicas skip them) and, once they are
- * handled, to their next fire; `version` guards that write against an upsert
- * in between. Each entry's ledger row is an ordinary `schedule_state` row in
+ * is), never every stored one. The statement that takes due entries fires
+ * those whose next slot is the one due and that no pause, quarantine or
+ * overlap policy concerns, moving their `next_fire_at` to the following
+ * slot's; it moves the others' a lease ahead (other replicas skip them) for
+ * the pass to fire, then to their next fire. The release writes each taken
+ * entry's slots; `version` guards that write against an upsert in between.
+ * Fillfactor 80: the release's write of the following slot (no indexed
+ * column) finds room on the row's page, a HOT update. Each entry's ledger row is an ordinary `schedule_state` row in
  * the namespace `<namespace>#dynamic`, keyed `<namespace>#dynamic|<key>`
  * (src/schedule/dynamic-entry.ts), which no static entry's key can be.
  */
@@ -408,6 +412,15 @@ export const dynamicSchedules = cronledgerSchema.table(
     overlap: text("overlap").notNull(),
     /** The fire time of the entry's next slot (a lease ahead while a pass holds it); null when it never fires again. */
     nextFireAt: timestamptz("next_fire_at"),
+    /**
+     * The slot `next_fire_at` fires, and the slot after it with its fire time ('infinity': none), as the process's
+     * calendar computed them: what lets the statement that takes a due entry fire it too (src/db/sql/dynamic.ts,
+     * fireDue). Null while unknown (a quarantine's wait, a row before migration 0011, a row fired whose following slot
+     * the release has not written yet): such an entry is fired by the pass's statement instead.
+     */
+    nextSlotAt: timestamptz("next_slot_at"),
+    followingSlotAt: timestamptz("following_slot_at"),
+    followingFireAt: timestamptz("following_fire_at"),
     /** Bumped by every change of the definition: a pass writes `next_fire_at` only if it is still the version it took. */
     version: integer("version").notNull().default(1),
     createdAt: timestamptz("created_at").notNull().defaultNow(),

@@ -72,7 +72,7 @@ describe("ledger.schedules: entries created at runtime", () => {
     expect(await jobsOf(ledger, "tenant:1:sync")).toEqual(["00:00:02", "00:00:04", "00:00:06"]);
   });
 
-  it("an idle pass is one statement whatever is stored; a pass with due entries three", async () => {
+  it("an idle pass is one statement whatever is stored; a pass whose due entry the take fires three (the probe, the take, the release)", async () => {
     const idle = await ledger.tick({ now: new Date(T0 + 6_500) });
     expect(idle.statements).toBe(1);
     const due = await ledger.tick({ now: new Date(T0 + 8 * SECOND) });

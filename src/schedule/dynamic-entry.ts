@@ -1,4 +1,7 @@
-import type { DynamicEntryRow, TakenRow } from "../db/sql/dynamic.js";
+// Schedules as data, one entry: longer than most, as validation's shared path for bulk loads and the calendars it and
+// the pass share belong together.
+import type { DynamicDefinitionColumns, DynamicEntryRow, DynamicSlots } from "../db/sql/dynamic.js";
+import type { TakenRow } from "../db/sql/dynamic-fire.js";
 import type { OverlapPolicy } from "../schema.js";
 import { ScheduleEntryError, type ScheduleProblem } from "../errors.js";
 import { defineJob, isJobDefinition, storablePayload, type JobDefinition } from "../jobs/define-job.js";
@@ -12,9 +15,10 @@ import { resolveSchedule, type ResolvedEntry, type ResolveOptions } from "./vali
  * A dynamic entry (schedules as data, `ledger.schedules`): its key grammar,
  * its distinct ledger key, its validation before anything is written (the
  * same checks as a static entry's, src/schedule/validate.ts, plus its key),
- * and the entry a pass makes of a stored row, with the same slot calendar
- * as a static entry. Caches here are bounded, so a replica's heap does not
- * grow with the number of entries stored.
+ * the entry a pass makes of a stored row, with the same slot calendar as a
+ * static entry, and the slots its row stores (slotsFrom). Caches here are
+ * bounded, so a replica's heap does not grow with the number of entries
+ * stored.
  */
 
 /** Letters, digits and `. _ : - / @ + =`, 1 to 200 of them: a tenant id, a UUID, an email fit; `|` and `~` never (see ledgerKey and listDynamic). */
@@ -112,7 +116,7 @@ export function resolveDynamicEntries(inputs: readonly unknown[], options: Dynam
     const payload = (input as { payload?: unknown }).payload;
     const stored = payload === undefined ? timing.emptyPayload : storablePayload(timing.entry.job, payload, maxPayloadBytes);
     if (!stored.ok) return void alone.push(index);
-    rows[index] = dynamicRow(timing.entry, keys[index]!, stored.json, timing.nextSlotMs);
+    rows[index] = dynamicRow(timing.entry, keys[index]!, stored.json, timing.nextSlotMs, timing.followingSlotMs);
   });
   if (alone.length > 0) {
     const subset = alone.map((index) => inputs[index]);
@@ -154,11 +158,12 @@ function keyProblem(index: number, code: ScheduleProblem["code"], message: strin
   return { code, severity: "error", index, field: "key", message };
 }
 
-/** What the entries of one timing share: the entry resolved from the first of them, its stored empty payload, its next slot. */
+/** What the entries of one timing share: the entry resolved from the first of them, its stored empty payload, its next slot and the one after. */
 interface Timing {
   readonly entry: ResolvedEntry;
   readonly emptyPayload: ReturnType<typeof storablePayload>;
   readonly nextSlotMs: number | null;
+  readonly followingSlotMs: number | null;
 }
 
 /** The fields an entry may hold; the ones after `key`, `job` and `payload` make its timing. */
@@ -192,7 +197,13 @@ function resolveTiming(input: Record<string, unknown>, options: DynamicValidatio
   const { entries, problems } = resolveSchedule([{ ...input, key: "k" }], jobsFor([input], options), options);
   const entry = entries[0];
   if (entry === undefined || problems.some((problem) => problem.severity === "error")) return undefined;
-  return { entry, emptyPayload: storablePayload(entry.job, undefined, resolveMaxPayloadBytes(options.maxPayloadBytes)), nextSlotMs: entry.calendar.nextMs(fromMs) };
+  const nextSlotMs = entry.calendar.nextMs(fromMs);
+  return {
+    entry,
+    emptyPayload: storablePayload(entry.job, undefined, resolveMaxPayloadBytes(options.maxPayloadBytes)),
+    nextSlotMs,
+    followingSlotMs: nextSlotMs === null ? null : entry.calendar.nextMs(nextSlotMs),
+  };
 }
 
 /** The jobs an entry may name: the process's, or (when it knows none) a placeholder for each name the entries give. */
@@ -202,8 +213,8 @@ function jobsFor(inputs: readonly unknown[], options: DynamicValidation): readon
   return [...names].map(placeholderJob).filter((job) => job !== undefined);
 }
 
-/** The row to store of a resolved entry under its key, with its payload and its first fire (the slot given, jittered by its own identity). */
-function dynamicRow(entry: ResolvedEntry, key: string, payloadJson: string, slotMs: number | null): DynamicEntryRow {
+/** The row to store of a resolved entry under its key, with its payload and its first slots (the slot given and the one after, jittered by its own identity). */
+function dynamicRow(entry: ResolvedEntry, key: string, payloadJson: string, slotMs: number | null, followingSlotMs?: number | null): DynamicEntryRow {
   return {
     key,
     jobName: entry.jobName,
@@ -216,7 +227,26 @@ function dynamicRow(entry: ResolvedEntry, key: string, payloadJson: string, slot
     priority: entry.priority,
     maxAttempts: entry.job.retry.maxAttempts,
     overlap: entry.overlap,
-    nextFireMs: slotMs === null ? null : entry.jitterMs > 0 ? fireTime({ ...entry, identity: dynamicIdentity(key) }, slotMs) : slotMs,
+    slots: slotsFrom({ calendar: entry.calendar, jitterMs: entry.jitterMs, identity: dynamicIdentity(key) }, slotMs, followingSlotMs),
+  };
+}
+
+/**
+ * An entry's next slot `slotMs` with the one after it (computed unless
+ * given), and their fire times: what its row stores (DynamicSlots), from the
+ * same calendar a static entry of its cron and zone has.
+ */
+export function slotsFrom(
+  entry: Pick<ResolvedEntry, "calendar" | "jitterMs" | "identity">,
+  slotMs: number | null,
+  followingSlotMs: number | null = slotMs === null ? null : entry.calendar.nextMs(slotMs),
+): DynamicSlots {
+  if (slotMs === null) return { nextFireMs: null, nextSlotMs: null, followingSlotMs: null, followingFireMs: null };
+  return {
+    nextFireMs: fireTime(entry, slotMs),
+    nextSlotMs: slotMs,
+    followingSlotMs,
+    followingFireMs: followingSlotMs === null ? null : fireTime(entry, followingSlotMs),
   };
 }
 
@@ -267,11 +297,30 @@ function placeholderJob(name: string | undefined): JobDefinition | undefined {
   }
 }
 
-/** The entry a pass makes of a taken row: the same calendar as a static entry of that cron and zone. Undefined for a row no longer valid here. */
-export function takenEntry(row: TakenRow, namespace: string, index: number): ResolvedEntry | undefined {
+/** A stored entry's cron and calendar: the same calendar as a static entry of that cron and zone, kept for the entries of a timing (bounded). Throws for a row no longer valid here. */
+function storedCalendar(row: Pick<DynamicDefinitionColumns, "cron" | "timezone">): { cron: ParsedCron; calendar: SlotCalendar } {
+  const cron = cached(crons, row.cron, () => parseCron(row.cron));
+  return { cron, calendar: cached(calendars, `${row.cron}|${cron.wildcardHour}|${row.timezone}`, () => rememberingCalendar(slotCalendar(cron, { timezone: row.timezone }))) };
+}
+
+/**
+ * The slots to write back for an entry the take fired (src/db/sql/dynamic.ts,
+ * fireDue): the next slot it moved the entry to, and the one after it from
+ * the entry's calendar. Undefined for a row no longer valid here.
+ */
+export function firedSlots(row: TakenRow): DynamicSlots | undefined {
   try {
-    const cron = cached(crons, row.cron, () => parseCron(row.cron));
-    const calendar = cached(calendars, `${row.cron}|${cron.wildcardHour}|${row.timezone}`, () => rememberingCalendar(slotCalendar(cron, { timezone: row.timezone })));
+    const { calendar } = storedCalendar(row);
+    return slotsFrom({ calendar, jitterMs: row.jitter_ms, identity: dynamicIdentity(row.key) }, row.next_slot_ms);
+  } catch {
+    return undefined;
+  }
+}
+
+/** The entry a pass makes of a stored row: the same calendar as a static entry of that cron and zone. Undefined for a row no longer valid here. */
+export function takenEntry(row: DynamicDefinitionColumns & { readonly payload: string }, namespace: string, index: number): ResolvedEntry | undefined {
+  try {
+    const { cron, calendar } = storedCalendar(row);
     const job = placeholderJob(row.job_name);
     if (job === undefined) return undefined;
     return {

@@ -1,6 +1,6 @@
 import type { Executor } from "../db/executor.js";
-import type { Taken } from "../db/sql/dynamic.js";
-import type { DynamicTake, EntryJob, PassEntry } from "../db/sql/ledger.js";
+import type { DueProbe, DueTake, Taken } from "../db/sql/dynamic-fire.js";
+import type { EntryJob, PassEntry } from "../db/sql/ledger.js";
 import type { SlotOutcome, TickReport } from "../events.js";
 import type { Logger } from "../log.js";
 import type { FireMemo, Plan } from "./plan.js";
@@ -67,8 +67,8 @@ export interface PassContext {
   readonly memory: TickMemory;
   /** The pass statement's timeout (the executor cancels it), for the error that names it. */
   readonly passTimeoutMs?: number;
-  /** The dynamic entries the pass's first statement takes (src/schedule/dynamic-entry.ts); undefined: none. */
-  readonly dynamic?: DynamicTake | undefined;
+  /** What the pass takes of the dynamic entries (src/db/sql/dynamic.ts, fireDue); undefined: none (a pass over taken entries). */
+  readonly dynamic?: DueTake | undefined;
   /** With the `tracing` option: the trace context to store with the jobs a statement inserts (src/tracing.ts, `pass`). */
   readonly traceContext?: (() => string | null) | undefined;
 }
@@ -88,11 +88,14 @@ export class Pass {
   private result: PassResult = emptyResult();
   private upcomingMs = Number.POSITIVE_INFINITY;
   /**
-   * The dynamic entries this pass took (its first statement that succeeded
-   * took them), until they are fired and released. Kept across a retried
-   * attempt: taken rows are leased to this pass, no statement takes them again.
+   * The dynamic entries this pass took (src/db/sql/dynamic.ts, fireDue),
+   * until they are fired and released. Kept across a retried attempt: the
+   * rows it took are this pass's (fired, or leased), no statement takes
+   * them again.
    */
   taken: Taken | undefined;
+  /** Whether dynamic entries are due, as the pass's first statement found (src/db/sql/dynamic-fire.ts, dueProbeColumns); undefined until it ran. */
+  probed: DueProbe | undefined;
 
   constructor(
     readonly context: PassContext,
@@ -106,15 +109,17 @@ export class Pass {
     return this.context.memory;
   }
 
-  /** Starts an attempt afresh: a retried pass reports only what its last attempt found. */
+  /** Starts an attempt afresh: a retried pass reports only what its last attempt found, and asks again what is due. */
   begin(): void {
     this.result = emptyResult();
     this.upcomingMs = Number.POSITIVE_INFINITY;
+    this.probed = undefined;
   }
 
-  /** What the first statement still to run takes of the dynamic entries: nothing once this pass took them. */
-  takeInput(): DynamicTake | null {
-    return this.taken === undefined ? (this.context.dynamic ?? null) : null;
+  /** What the next statement asks of the dynamic entries (PassInput.probe): whether any is due, until a statement of this pass has. */
+  probeInput(): { namespace: string; limit: number } | null {
+    const dynamic = this.context.dynamic;
+    return dynamic === undefined || this.probed !== undefined || this.taken !== undefined ? null : { namespace: dynamic.namespace, limit: dynamic.limit };
   }
 
   /** What this pass found so far, as findings another pass can record (a pass over the dynamic entries, recorded by the tick's). */

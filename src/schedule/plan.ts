@@ -25,7 +25,7 @@ export type FireMemo = Map<string, { readonly ledgerMs: number; readonly nextFir
 export const CLOCK_MARGIN_MS = 2_000;
 
 /** When a slot fires: the slot plus the entry's deterministic jitter for it. */
-export function fireTime(entry: ResolvedEntry, slotMs: number): number {
+export function fireTime(entry: Pick<ResolvedEntry, "identity" | "jitterMs">, slotMs: number): number {
   return entry.jitterMs > 0 ? slotMs + jitterMs(entry.identity, slotMs, entry.jitterMs) : slotMs;
 }
 

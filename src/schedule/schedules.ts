@@ -219,16 +219,7 @@ export class Schedules {
     if (!DYNAMIC_KEY_PATTERN.test(key)) return undefined;
     const row = await getDynamic(this.deps.database.db, this.deps.namespace, this.ledgerNamespace, key);
     if (row === undefined) return undefined;
-    return takenEntry(
-      {
-        ...row,
-        payload: JSON.stringify(row.payload),
-        ledger_ms: row.slot_ms,
-        paused: row.paused_at_ms !== null,
-      },
-      this.deps.namespace,
-      0,
-    );
+    return takenEntry({ ...row, payload: JSON.stringify(row.payload) }, this.deps.namespace, 0);
   }
 
   /** The ledger key of the entry with this key (what the operators' actions address). */

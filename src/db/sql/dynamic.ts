@@ -2,7 +2,7 @@ import { sql, type SQL } from "drizzle-orm";
 import { alias } from "drizzle-orm/pg-core";
 import { dynamicScheduleCounts, dynamicSchedules, scheduleLastRuns, scheduleState, type OverlapPolicy, type UpsertOutcome } from "../../schema.js";
 import { query, type Executor } from "../executor.js";
-import { array, clock, epochMs, isoOf, milliseconds, name } from "./fragments.js";
+import { array, clock, epochMs, isoOf, name } from "./fragments.js";
 
 /**
  * Schedules as data (`cronledger.dynamic_schedules`): the statements that
@@ -15,8 +15,8 @@ import { array, clock, epochMs, isoOf, milliseconds, name } from "./fragments.js
  * statements share the table's row shapes and are read together.
  */
 
-const d = alias(dynamicSchedules, "d");
-const s = alias(scheduleState, "s");
+export const d = alias(dynamicSchedules, "d");
+export const s = alias(scheduleState, "s");
 
 /** A dynamic entry as it is stored: validated and resolved (src/schedule/dynamic-entry.ts). */
 export interface DynamicEntryRow {
@@ -32,8 +32,42 @@ export interface DynamicEntryRow {
   readonly priority: number;
   readonly maxAttempts: number;
   readonly overlap: OverlapPolicy;
-  /** The fire time of its first slot after the upserting process's clock less a tolerance; null: it never fires. */
+  /** Its first slot after the upserting process's clock less a tolerance, the slot after that, and their fire times. */
+  readonly slots: DynamicSlots;
+}
+
+/**
+ * An entry's next slot and the one after it, with their fire times, as the
+ * process's calendar computes them (src/schedule/dynamic-entry.ts,
+ * slotsFrom) and its row stores them: the take fires an entry whose next
+ * slot is the only one due (fireDue). nextFireMs null: it never fires
+ * again. nextSlotMs null: the slot is not known (a quarantine's wait), the
+ * following ones neither. followingSlotMs and followingFireMs null, with a
+ * next slot: there is none after it.
+ */
+export interface DynamicSlots {
   readonly nextFireMs: number | null;
+  readonly nextSlotMs: number | null;
+  readonly followingSlotMs: number | null;
+  readonly followingFireMs: number | null;
+}
+
+/**
+ * Each of `slots`' four columns as one array parameter of texts, cast in the
+ * statement: next fire, next slot, following slot, following fire
+ * ('infinity' for "no following slot"; null for unknown). A column at a
+ * time: the entries of a timing share their instants, and isoOf converts
+ * only an instant unlike the one before.
+ */
+export function slotArrays(slots: readonly DynamicSlots[]): SQL[] {
+  const following = (row: DynamicSlots) => (row.nextSlotMs === null ? null : (isoOf(row.followingFireMs) ?? "infinity"));
+  return [(row: DynamicSlots) => isoOf(row.nextFireMs), (row: DynamicSlots) => isoOf(row.nextSlotMs), (row: DynamicSlots) => isoOf(row.followingSlotMs), following].map(
+    (text) =>
+      array(
+        slots.map((row) => text(row)),
+        "text",
+      ),
+  );
 }
 
 
@@ -81,7 +115,7 @@ export async function upsertDynamic(
     dynamicSchedules.priority,
     dynamicSchedules.maxAttempts,
     dynamicSchedules.overlap,
-    dynamicSchedules.nextFireAt,
+    ...SLOT_COLUMNS,
   ];
   const list = sql.join(
     columns.map((c) => name(c)),
@@ -97,11 +131,11 @@ export async function upsertDynamic(
           select u.key, ${shared("jobName", "text")} as job_name, ${shared("cron", "text")} as cron, ${shared("timezone", "text")} as timezone,
             u.payload, ${shared("jitterMs", "float8")} as jitter_ms, ${shared("catchUpWindowMs", "float8")} as window_ms,
             ${shared("queue", "text")} as queue, ${shared("priority", "int")} as priority, ${shared("maxAttempts", "int")} as max_attempts,
-            ${shared("overlap", "text")} as overlap, u.next_fire_at
-          from unnest(${array(column("key"), "text")}, ${array(timingIndex, "int")}, ${array(column("payloadJson"), "text")}, ${array(
-            rows.map((row) => isoOf(row.nextFireMs)),
-            "text",
-          )}) as u(key, t, payload, next_fire_at)
+            ${shared("overlap", "text")} as overlap, u.next_fire_at, u.next_slot_at, u.following_slot_at, u.following_fire_at
+          from unnest(${array(column("key"), "text")}, ${array(timingIndex, "int")}, ${array(column("payloadJson"), "text")}, ${sql.join(
+            slotArrays(rows.map((row) => row.slots)),
+            sql`, `,
+          )}) as u(key, t, payload, next_fire_at, next_slot_at, following_slot_at, following_fire_at)
         ), o as (
           select ${d.key} as key, ${d.cron} as cron, ${d.timezone} as timezone, ${d.jitterMs} as jitter_ms from ${dynamicSchedules} as d
           where ${d.namespace} = ${namespace} and ${d.key} = any(array(select key from i))
@@ -109,7 +143,7 @@ export async function upsertDynamic(
         ), upserted as (
           insert into ${dynamicSchedules} as d (${list})
           select ${namespace}, i.key, i.job_name, i.cron, i.timezone, i.payload::jsonb, i.jitter_ms, i.window_ms, i.queue, i.priority, i.max_attempts, i.overlap,
-            i.next_fire_at::timestamptz
+            i.next_fire_at::timestamptz, i.next_slot_at::timestamptz, i.following_slot_at::timestamptz, i.following_fire_at::timestamptz
           -- o first, whatever order the plan reads the CTEs in: a row this statement has updated can no longer be locked by it, and o would miss it.
           from i where (select count(*) from o) >= 0
           on conflict (${name(dynamicSchedules.namespace)}, ${name(dynamicSchedules.key)}) do update set
@@ -117,9 +151,14 @@ export async function upsertDynamic(
               definition.map((c) => sql`${name(c)} = excluded.${name(c)}`),
               sql`, `,
             )},
-            ${name(dynamicSchedules.nextFireAt)} = case
+            ${sql.join(
+              SLOT_COLUMNS.map(
+                (c) => sql`${name(c)} = case
               when (${d.cron}, ${d.timezone}, ${d.jitterMs}) = (excluded.${name(d.cron)}, excluded.${name(d.timezone)}, excluded.${name(d.jitterMs)})
-              then ${d.nextFireAt} else excluded.${name(d.nextFireAt)} end,
+              then d.${name(c)} else excluded.${name(c)} end`,
+              ),
+              sql`, `,
+            )},
             ${name(dynamicSchedules.version)} = ${d.version} + 1, ${name(dynamicSchedules.updatedAt)} = now()
           where (${sql.join(definition, sql`, `)}) is distinct from (${excluded})
           -- xmax is 0 on a row this statement inserted, not on one it updated: exact even when another transaction inserted the key meanwhile.
@@ -142,6 +181,9 @@ export async function upsertDynamic(
   const outcomes = new Map(changed.map((row) => [row.key, row.outcome]));
   return rows.map((row) => ({ key: row.key, outcome: outcomes.get(row.key) ?? "unchanged" }));
 }
+
+/** An entry's slot columns (DynamicSlots), in slotArrays' order. */
+const SLOT_COLUMNS = [dynamicSchedules.nextFireAt, dynamicSchedules.nextSlotAt, dynamicSchedules.followingSlotAt, dynamicSchedules.followingFireAt];
 
 /** The columns of a row that entries of one definition share: upsertDynamic sends each distinct set once. */
 const TIMING_COLUMNS = ["jobName", "cron", "timezone", "jitterMs", "catchUpWindowMs", "queue", "priority", "maxAttempts", "overlap"] as const;
@@ -232,7 +274,7 @@ export async function removeDynamic(executor: Executor, namespace: string, entri
 }
 
 /** A stored entry's definition columns, as every read of `dynamic_schedules` returns them (the payload aside). */
-interface DynamicDefinitionColumns {
+export interface DynamicDefinitionColumns {
   key: string;
   job_name: string;
   cron: string;
@@ -270,7 +312,7 @@ export interface DynamicEntryState extends DynamicDefinitionColumns {
  * the ledger's primary key (default collation) cannot be searched by. Without
  * it, a page or a pass joined every ledger row (seconds at a million entries).
  */
-function ledgerKeyOf(ledgerNamespace: string | SQL, key: SQL | typeof d.key): SQL {
+export function ledgerKeyOf(ledgerNamespace: string | SQL, key: SQL | typeof d.key): SQL {
   return sql`(${ledgerNamespace} || '|' || ${key}) collate "default"`;
 }
 
@@ -356,98 +398,4 @@ export async function countDynamicOrphans(executor: Executor, namespace: string,
 export async function dynamicOrphansIfStored(executor: Executor, namespace: string, jobNames: readonly string[]): Promise<{ total: number; byJob: Record<string, number> } | null> {
   const [table] = await query<{ exists: boolean }>(executor, sql`select to_regclass('cronledger.dynamic_schedules') is not null as exists`);
   return table?.exists === true ? countDynamicOrphans(executor, namespace, jobNames) : null;
-}
-
-/** A due entry as a pass takes it: its definition, version and ledger state. */
-export interface TakenRow extends DynamicDefinitionColumns {
-  payload: string;
-  version: number;
-  /** The ledger value; null when the row is gone (the entry was removed and re-created meanwhile, or never had one). */
-  ledger_ms: number | null;
-  paused: boolean;
-  quarantined_until_ms: number | null;
-}
-
-/** What the pass's first statement took: the due entries, and the next fire of the rest (null: none stored). */
-export interface Taken {
-  readonly rows: TakenRow[];
-  readonly next_ms: number | null;
-}
-
-/**
- * The CTEs that take a namespace's due entries inside the pass's first
- * statement (src/db/sql/ledger.ts): at most `limit`, earliest first, from
- * the due index; `for update skip locked`, so a replica's statement skips
- * the rows another is taking (and rows an application's open transaction is
- * changing); their `next_fire_at` moved a lease ahead, so the next passes of
- * other replicas skip them too until this one releases them (releaseDynamic)
- * or, had it died, the lease ends and they are due again. `now` is the
- * statement's clock (a scalar). Defines `taken_json`: one row, `taken` (json).
- */
-export function takeDueCtes(values: { namespace: SQL; ledgerNamespace: SQL; limit: SQL; leaseMs: SQL }, now: SQL): SQL {
-  return sql`dyn_due as (
-      select ${d.key} as key from ${dynamicSchedules} as d
-      where ${d.namespace} = ${values.namespace}::text and ${d.nextFireAt} <= ${now}
-      order by ${d.nextFireAt} limit ${values.limit}::int
-      for update skip locked
-    ), dyn_taken as (
-      update ${dynamicSchedules} as d set ${name(dynamicSchedules.nextFireAt)} = ${now} + ${milliseconds(sql`${values.leaseMs}::float8`)}
-      from dyn_due t where ${d.namespace} = ${values.namespace}::text and ${d.key} = t.key
-      returning ${d.key} as key, ${d.jobName} as job_name, ${d.cron} as cron, ${d.timezone} as timezone, ${d.payload}::text as payload,
-        ${d.jitterMs} as jitter_ms, ${d.catchUpWindowMs} as catch_up_window_ms, ${d.queue} as queue, ${d.priority} as priority,
-        ${d.maxAttempts} as max_attempts, ${d.overlap} as overlap, ${d.version} as version
-    ), taken_json as (
-      select json_build_object(
-        'rows', coalesce((
-          select json_agg(json_build_object('key', t.key, 'job_name', t.job_name, 'cron', t.cron, 'timezone', t.timezone, 'payload', t.payload,
-            'jitter_ms', t.jitter_ms, 'catch_up_window_ms', t.catch_up_window_ms, 'queue', t.queue, 'priority', t.priority,
-            'max_attempts', t.max_attempts, 'overlap', t.overlap, 'version', t.version, 'ledger_ms', ${epochMs(s.lastEnqueuedSlot)},
-            'paused', ${s.pausedAt} is not null, 'quarantined_until_ms', ${epochMs(s.quarantinedUntil)}))
-          from dyn_taken t left join ${scheduleState} as s on ${s.key} = ${ledgerKeyOf(sql`${values.ledgerNamespace}::text`, sql`t.key`)}), '[]'::json),
-        'next_ms', (select ${epochMs(sql`min(${d.nextFireAt})`)} from ${dynamicSchedules} as d where ${d.namespace} = ${values.namespace}::text and ${d.nextFireAt} > ${now})
-      ) as taken
-    )`;
-}
-
-/** A taken entry's next fire, written back unless the entry changed meanwhile (its version). */
-export interface Release {
-  readonly key: string;
-  readonly ledgerKey: string;
-  readonly version: number;
-  readonly nextFireMs: number | null;
-}
-
-/**
- * Writes each taken entry's next fire, guarded by the version the pass took
- * (an upsert in between wrote its own), and deletes the ledger rows of taken
- * entries removed meanwhile (a pass that took one may have recreated it).
- * One statement, whatever the number taken.
- */
-export async function releaseDynamic(executor: Executor, namespace: string, releases: readonly Release[]): Promise<void> {
-  if (releases.length === 0) return;
-  await query(
-    executor,
-    sql`with r as (
-          select * from unnest(${array(
-            releases.map((release) => release.key),
-            "text",
-          )}, ${array(
-            releases.map((release) => release.ledgerKey),
-            "text",
-          )}, ${array(
-            releases.map((release) => release.version),
-            "int",
-          )}, ${array(
-            releases.map((release) => isoOf(release.nextFireMs)),
-            "text",
-          )}) as r(key, ledger_key, version, next_fire_at)
-        ), released as (
-          update ${dynamicSchedules} as d set ${name(dynamicSchedules.nextFireAt)} = r.next_fire_at::timestamptz
-          from r where ${d.namespace} = ${namespace} and ${d.key} = r.key and ${d.version} = r.version
-        ), gone as (
-          delete from ${scheduleState} as s using r
-          where ${s.key} = r.ledger_key and not exists (select 1 from ${dynamicSchedules} as d where ${d.namespace} = ${namespace} and ${d.key} = r.key)
-        )
-        select 1`,
-  );
 }

@@ -14,7 +14,7 @@ import { scheduleState, type OverlapPolicy } from "../../schema.js";
 import { query, type Executor } from "../executor.js";
 import { JOB_INSERT, PASS, SLOT_POLICY } from "./ctes.js";
 import { clock, epochMs, isoOf, name, reusableShapes } from "./fragments.js";
-import { takeDueCtes, type Taken } from "./dynamic.js";
+import { dueProbeColumns } from "./dynamic-fire.js";
 import { jobInsertCtes } from "./jobs.js";
 import { slotJobStatus, slotPolicyCtes } from "./slot-policy.js";
 
@@ -82,26 +82,16 @@ export interface PassInput {
    */
   readonly light?: boolean;
   /**
-   * Take the namespace's due dynamic entries in this statement too
-   * (src/db/sql/dynamic.ts, takeDueCtes): the pass's first statement does,
-   * so an idle pass stays one statement. Their rows come back in one extra
-   * row, key null, `taken`.
-   */
-  readonly take?: DynamicTake | null;
-  /**
    * The trace context stored with every job the statement inserts, as JSON: the pass's producer span
    * (src/open-telemetry.ts); null or omitted when the process does not trace.
    */
   readonly traceContextJson?: string | null;
-}
-
-/** What the pass's first statement takes of the dynamic entries (src/db/sql/dynamic.ts). */
-export interface DynamicTake {
-  readonly namespace: string;
-  /** The namespace of their ledger rows. */
-  readonly ledgerNamespace: string;
-  readonly limit: number;
-  readonly leaseMs: number;
+  /**
+   * Whether dynamic entries are due, asked in this statement too (src/db/sql/dynamic-fire.ts,
+   * dueProbeColumns; `dyn_next_ms` and `dyn_due` in every row): the pass's first statement asks, so a
+   * pass of static entries with no dynamic entry due stays one statement.
+   */
+  readonly probe?: { readonly namespace: string; readonly limit: number } | null;
 }
 
 /** One row per entry of the pass (one row with a null key when it had none). */
@@ -130,8 +120,9 @@ export interface PassRow {
    * A light statement left such a row alone: its entry is to be run again in the full statement.
    */
   paused: boolean | null;
-  /** Only in the one extra row (key null) of a statement that took the due dynamic entries: what it took. */
-  taken?: Taken | null;
+  /** With PassInput.probe: the dynamic entries' earliest next fire, and how many are due (up to the probe's limit). */
+  dyn_next_ms?: number | null;
+  dyn_due?: number | null;
 }
 
 /**
@@ -162,20 +153,21 @@ export interface PassRow {
  */
 export async function runPass(executor: Executor, input: PassInput): Promise<PassRow[]> {
   // The idle pass, every second on every replica: the clock alone, without planning the empty statement.
+  const probe = input.probe ?? null;
   if (input.entries.length === 0) {
-    const take = input.take ?? null;
     const truncated = sql`date_trunc('milliseconds', ${clock(input.exactNow)})`;
     return query<PassRow>(
       executor,
-      sql`${take === null ? sql`` : sql`with ${takeDueCtes(takeValues(take), truncated)} `}select ${epochMs(truncated)} as now_ms, null as key, null as old_ms, null as slot_ms, null as stale,
+      sql`select ${epochMs(truncated)} as now_ms, null as key, null as old_ms, null as slot_ms, null as stale,
             false as claimed, null as created_ms, false as repaired, null as job_id, false as locked, null as quarantined_until_ms,
-            null as skip_reason, null as skip_detail, null as skipped_job_id, null as paused${take === null ? sql`` : sql`, (select taken from taken_json) as taken`}`,
+            null as skip_reason, null as skip_detail, null as skipped_job_id, null as paused${
+              probe === null ? sql`` : sql`, ${dueProbeColumns(sql`${probe.namespace}::text`, sql`${probe.limit}::int`, truncated)}`
+            }`,
     );
   }
   const lockWaitMs = input.lockWaitMs ?? null;
   const lockTimeoutMs = lockWaitMs ?? input.otherLockWaitMs ?? null;
-  const take = input.take ?? null;
-  const shape = { light: input.light === true, fixedClock: input.exactNow !== null, lockTimeout: lockTimeoutMs !== null, skipLocked: lockWaitMs === null, take: take !== null };
+  const shape = { light: input.light === true, fixedClock: input.exactNow !== null, lockTimeout: lockTimeoutMs !== null, skipLocked: lockWaitMs === null, probe: probe !== null };
   return query<PassRow>(
     executor,
     passStatement(shape)({
@@ -199,11 +191,9 @@ export async function runPass(executor: Executor, input: PassInput): Promise<Pas
       highMs: input.highMs,
       toleranceMs: input.futureToleranceMs,
       lockTimeout: lockTimeoutMs === null ? null : String(Math.max(1, Math.round(lockTimeoutMs))),
-      takeNamespace: take?.namespace ?? null,
-      takeLedgerNamespace: take?.ledgerNamespace ?? null,
-      takeLimit: take?.limit ?? null,
-      takeLeaseMs: take?.leaseMs ?? null,
       traceContext: input.traceContextJson ?? null,
+      probeNamespace: probe?.namespace ?? null,
+      probeLimit: probe?.limit ?? null,
     }),
   );
 }
@@ -229,11 +219,9 @@ type PassValue =
   | "highMs"
   | "toleranceMs"
   | "lockTimeout"
-  | "takeNamespace"
-  | "takeLedgerNamespace"
-  | "takeLimit"
-  | "takeLeaseMs"
-  | "traceContext";
+  | "traceContext"
+  | "probeNamespace"
+  | "probeLimit";
 
 /** What makes one pass statement's text differ from another's. */
 interface PassShape {
@@ -245,14 +233,14 @@ interface PassShape {
   readonly lockTimeout: boolean;
   /** Ledger rows other sessions hold are skipped, not waited for. */
   readonly skipLocked: boolean;
-  /** The statement also takes the due dynamic entries (PassInput.take). */
-  readonly take: boolean;
+  /** The statement also asks whether dynamic entries are due (PassInput.probe). */
+  readonly probe: boolean;
 }
 
 /** The pass's text, rendered once per shape (src/db/sql/fragments.ts, reusableShapes): at most 16 shapes are used. */
 const passStatement = reusableShapes<PassShape, PassValue>((shape, value) => passSql(shape, value));
 
-function passSql({ light, fixedClock, lockTimeout, skipLocked, take }: PassShape, value: (name: PassValue) => SQL): SQL {
+function passSql({ light, fixedClock, lockTimeout, skipLocked, probe }: PassShape, value: (name: PassValue) => SQL): SQL {
   const { entry, due, corrupt, locked, created, repaired, claimed } = PASS;
   const truncatedNow = sql`date_trunc('milliseconds', ${fixedClock ? sql`${value("now")}::timestamptz` : sql`now()`})`;
   const ledgerMs = epochMs(s.lastEnqueuedSlot);
@@ -264,7 +252,7 @@ function passSql({ light, fixedClock, lockTimeout, skipLocked, take }: PassShape
   return sql`
     with ${PASS.clock} as (
       select t as now, ${epochMs(sql`t`)} as now_ms from (select ${truncatedNow} as t) as c
-    ), ${take ? sql`${takeDueCtes(takeValues(value), sql`(select now from ${PASS.clock})`)}, ` : sql``}${entry} as (
+    ), ${entry} as (
       select e.*, ${ledgerMs} as old_ms, ${epochMs(s.quarantinedUntil)} as quarantined_until_ms,
         ${s.pausedAt} is not null as paused, ${s.pausedBy} as paused_by, ${s.pausedNote} as paused_note
       from unnest(
@@ -316,21 +304,7 @@ function passSql({ light, fixedClock, lockTimeout, skipLocked, take }: PassShape
       where ${s.key} = d.key and ${ledgerMs} = d.old_ms
       returning ${s.key} as key
     ), ${decisions}
-    ${passRows(light)}${take ? takenRow : sql``}`;
-}
-
-/** The extra row of a statement that took the due dynamic entries: the clock, nulls, and what it took. */
-const takenRow = sql`
-    union all
-    select (select now_ms from ${PASS.clock}), null::text, null::float8, null::float8, null::boolean, false, null::float8, false, null::float8, false,
-      null::float8, null::text, null::text, null::float8, null::boolean, (select taken from taken_json)`;
-
-/** The take's values: placeholders of a reusable shape, or a take's own. */
-function takeValues(source: DynamicTake | ((name: PassValue) => SQL)) {
-  if (typeof source === "function") {
-    return { namespace: source("takeNamespace"), ledgerNamespace: source("takeLedgerNamespace"), limit: source("takeLimit"), leaseMs: source("takeLeaseMs") };
-  }
-  return { namespace: sql`${source.namespace}`, ledgerNamespace: sql`${source.ledgerNamespace}`, limit: sql`${source.limit}`, leaseMs: sql`${source.leaseMs}` };
+    ${passRows(light, probe ? dueProbeColumns(sql`${value("probeNamespace")}::text`, sql`${value("probeLimit")}::int`, sql`(select now from ${PASS.clock})`) : null)}`;
 }
 
 /**
@@ -363,7 +337,7 @@ function passDecisions(light: boolean, traceContext: SQL): SQL {
 }
 
 /** The pass's rows: one per entry, with what the statement did to it (PassRow); one row of nulls when it had none. */
-function passRows(light: boolean): SQL {
+function passRows(light: boolean, probe: SQL | null): SQL {
   const { entry, due, corrupt, locked, created, repaired, claimed } = PASS;
   const skips = light
     ? sql`null::text as skip_reason, null::text as skip_detail, null::float8 as skipped_job_id`
@@ -372,7 +346,7 @@ function passRows(light: boolean): SQL {
     select clock.now_ms, e.key, e.old_ms, d.slot_ms, d.stale, cl.key is not null as claimed, cr.ms as created_ms,
       rp.key is not null as repaired, i.id::float8 as job_id,
       (d.key is not null or co.key is not null) and l.key is null as locked, e.quarantined_until_ms,
-      ${skips}, e.paused, null::json as taken
+      ${skips}, e.paused${probe === null ? sql`` : sql`, ${probe}`}
     from ${PASS.clock} as clock cross join ${JOB_INSERT.notified}${light ? sql`` : sql` cross join ${SLOT_POLICY.overlapNotified}`}
     left join ${entry} e on true
     left join ${due} d on d.key = e.key
