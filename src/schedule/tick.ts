@@ -5,7 +5,7 @@
 import { diagnoseDatabaseError } from "../db/diagnose.js";
 import { isConnectionLoss } from "../db/health.js";
 import type { DynamicSlots } from "../db/sql/dynamic.js";
-import { dynamicDue, fireDue, releaseDynamic, type Release, type TakenRow } from "../db/sql/dynamic-fire.js";
+import { dynamicDue, fireDue, releaseDynamic, type LeftState, type Release, type TakenRow } from "../db/sql/dynamic-fire.js";
 import { runPass, type PassRow } from "../db/sql/ledger.js";
 import { isTransientDatabaseError, rootMessage } from "../db/transient.js";
 import { Backoff } from "../backoff.js";
@@ -195,13 +195,13 @@ async function runDynamic(pass: Pass, nowMs: number): Promise<number> {
   const { namespace } = dynamic;
   const releases: Release[] = [];
   const enqueued: (SlotOutcome & { readonly jobId: number | null })[] = [];
-  const left: (TakenRow & { payload: string })[] = [];
+  const left: LeftRow[] = [];
   for (const row of taken.rows) {
-    if (row.fired_slot_ms === null) {
-      // Left to the pass: the take returned its payload.
-      left.push(row as TakenRow & { payload: string });
+    if (row.left !== null) {
+      left.push({ ...row, ...row.left });
       continue;
     }
+    if (row.fired_slot_ms === null) continue;
     const ledgerKey = dynamicLedgerKey(namespace, row.key);
     enqueued.push({ identity: dynamicIdentity(row.key), key: ledgerKey, jobName: row.job_name, slot: new Date(row.fired_slot_ms), jobId: row.job_id });
     // A row this process cannot read keeps what the take wrote: its next slot, its following one unknown.
@@ -222,7 +222,7 @@ async function runDynamic(pass: Pass, nowMs: number): Promise<number> {
  * them afterwards), in parts of at most DYNAMIC_PART at once. Returns their
  * releases: each one's next slot after its ledger value as the pass left it.
  */
-async function fireLeft(pass: Pass, rows: readonly (TakenRow & { payload: string })[], nowMs: number): Promise<Release[]> {
+async function fireLeft(pass: Pass, rows: readonly LeftRow[], nowMs: number): Promise<Release[]> {
   if (rows.length === 0) return [];
   const { namespace, ledgerNamespace } = pass.context.dynamic!;
   const memory: TickMemory = { memo: new Map(), deferred: new Map(), quarantined: new Set(), suspects: new Map(), paused: new Set(), locked: new Map(), clockOffsetMs: undefined };
@@ -249,6 +249,9 @@ async function fireLeft(pass: Pass, rows: readonly (TakenRow & { payload: string
     return { key: row.key, ledgerKey: entry.ledgerKey, version: row.version, slots: deferredMs !== undefined && deferredMs > (slots.nextFireMs ?? Number.POSITIVE_INFINITY) ? waitUntil(deferredMs) : slots };
   });
 }
+
+/** A taken entry left to the pass, its definition and ledger state in full. */
+type LeftRow = TakenRow & LeftState;
 
 /** Slots that only say when to look at the entry again: no slot known. */
 const waitUntil = (ms: number): DynamicSlots => ({ nextFireMs: ms, nextSlotMs: null, followingSlotMs: null, followingFireMs: null });

@@ -4,7 +4,7 @@ import { query, type Executor } from "../executor.js";
 import { JOB_INSERT } from "./ctes.js";
 import { d, ledgerKeyOf, s, slotArrays, type DynamicDefinitionColumns, type DynamicSlots } from "./dynamic.js";
 import { array, clock, epochMs, milliseconds, name, reusableShapes } from "./fragments.js";
-import { jobInsertCtes } from "./jobs.js";
+import { JOB_ID_SEQUENCE, jobInsertCtes } from "./jobs.js";
 
 /**
  * The due dynamic entries (`cronledger.dynamic_schedules`, src/db/sql/dynamic.ts
@@ -34,22 +34,35 @@ export interface FireDueInput extends DueTake {
   readonly toleranceMs: number;
 }
 
-/** A due entry as fireDue took it: its definition, version and ledger state, and what the statement fired of it. */
-export interface TakenRow extends DynamicDefinitionColumns {
-  /** Null for an entry the statement fired (the pass has no use for it). */
-  payload: string | null;
+/** A due entry as fireDue took it: what the pass needs of one it fired, and all of one it left to the pass. */
+export interface TakenRow {
+  key: string;
+  job_name: string;
+  cron: string;
+  timezone: string;
+  jitter_ms: number;
   version: number;
-  /** The ledger value in the statement's snapshot; null when the row is gone (the entry was removed and re-created meanwhile, or never had one). */
-  ledger_ms: number | null;
-  paused: boolean;
-  quarantined_until_ms: number | null;
   /** The slot the statement fired; null when it left the entry to the pass. */
   fired_slot_ms: number | null;
-  /** The fired slot's job (null when its idempotency key was already taken). */
+  /**
+   * The fired slot's job, its id drawn before the insert: were its idempotency key already taken (the ledger's guard
+   * leaves that to a ledger edited by hand), no job would have it.
+   */
   job_id: number | null;
   /** A fired entry's next slot and its fire time, as the statement moved them (its following slot's). */
   next_slot_ms: number | null;
   next_fire_ms: number | null;
+  /** An entry left to the pass: its definition and its ledger row as the statement's snapshot had them. Null for a fired one. */
+  left: LeftState | null;
+}
+
+/** What the pass needs of an entry the take left to it: its definition and ledger state. */
+export interface LeftState extends Omit<DynamicDefinitionColumns, "key" | "job_name" | "cron" | "timezone" | "jitter_ms"> {
+  payload: string;
+  /** The ledger value; null when the row is gone (the entry was removed and re-created meanwhile, or never had one). */
+  ledger_ms: number | null;
+  paused: boolean;
+  quarantined_until_ms: number | null;
 }
 
 /** What fireDue found: the clock it read, the entries it took, and the next fire of the rest (null: none stored). */
@@ -113,7 +126,7 @@ export function dueProbeColumns(namespace: SQL, limit: SQL, now: SQL): SQL {
  * none), each with the clock and the next fire of the entries not taken.
  */
 export async function fireDue(executor: Executor, input: FireDueInput): Promise<Taken> {
-  const rows = await query<FireDueRow>(
+  const rows = await query<TakenRow & { now_ms: number | null; next_ms: number | null }>(
     executor,
     fireDueStatement({ fixedClock: input.exactNow !== null })({
       now: input.exactNow?.toISOString() ?? null,
@@ -125,57 +138,35 @@ export async function fireDue(executor: Executor, input: FireDueInput): Promise<
       toleranceMs: input.toleranceMs,
     }),
   );
-  const jobs = new Map<string, number>();
-  for (const row of rows) if (row.job_key !== null && row.job_id !== null) jobs.set(row.job_key, row.job_id);
-  const taken: TakenRow[] = [];
-  for (const row of rows) {
-    if (row.key === null) continue;
-    row.job_id = row.fired_slot_ms === null ? null : (jobs.get(row.ledger_key!) ?? null);
-    taken.push(row as TakenRow);
-  }
-  const clockRow = rows.find((row) => row.now_ms !== null);
-  return { nowMs: clockRow?.now_ms ?? Date.now(), nextMs: clockRow?.next_ms ?? null, rows: taken };
+  // The clock's row first (a union's branches come in order), then one per entry taken.
+  const clockRow = rows[0];
+  return { nowMs: clockRow?.now_ms ?? Date.now(), nextMs: clockRow?.next_ms ?? null, rows: rows.slice(1) };
 }
 
 /**
- * fireDue's rows, one kind each (their other columns null): the clock's
- * (now_ms, next_ms), a taken entry's (key), a fired slot's job (job_key, its
- * ledger key; job_id). Rows of a union, not a join: the planner takes the
- * statement's CTEs for a row or two and would join 5,000 by 5,000 rows in
- * nested loops (25 million comparisons, seconds, and JIT-compiled).
+ * fireDue's columns, as its union's two branches give them: the clock's
+ * row (now_ms, next_ms) and a taken entry's (the rest). The entries' rows
+ * carry their jobs' ids, drawn before the insert, not joined from it: the
+ * planner takes the statement's CTEs for a row or two and joined 5,000 by
+ * 5,000 rows in nested loops (25 million comparisons, JIT-compiled,
+ * seconds). An entry left to the pass brings its definition and ledger
+ * state as one JSON value: a fired one, most of them, parses 12 columns.
  */
-type FireDueRow = { [K in keyof TakenRow]: TakenRow[K] | null } & {
-  now_ms: number | null;
-  next_ms: number | null;
-  ledger_key: string | null;
-  job_key: string | null;
-};
-
 const FIRE_DUE_COLUMNS = {
   now_ms: "float8",
   next_ms: "float8",
   key: "text",
-  ledger_key: "text",
   job_name: "text",
   cron: "text",
   timezone: "text",
-  payload: "text",
   jitter_ms: "float8",
-  catch_up_window_ms: "float8",
-  queue: "text",
-  priority: "int",
-  max_attempts: "int",
-  overlap: "text",
   version: "int",
-  ledger_ms: "float8",
-  paused: "boolean",
-  quarantined_until_ms: "float8",
   fired_slot_ms: "float8",
+  job_id: "float8",
   next_slot_ms: "float8",
   next_fire_ms: "float8",
-  job_key: "text",
-  job_id: "float8",
-} as const satisfies Partial<Record<keyof FireDueRow | "job_id", string>>;
+  left: "json",
+} as const satisfies Partial<Record<keyof TakenRow | "now_ms" | "next_ms", string>>;
 
 /** One branch of fireDue's union: the columns given, every other one a typed null. */
 function fireDueBranch(values: Partial<Record<keyof typeof FIRE_DUE_COLUMNS, SQL>>): SQL {
@@ -207,22 +198,26 @@ const fireDueStatement = reusableShapes<{ fixedClock: boolean }, FireDueValue>((
         and ${d.nextSlotAt} >= ${now} - ${milliseconds(d.catchUpWindowMs)}
         and ${s.lastEnqueuedSlot} < ${d.nextSlotAt} and ${s.lastEnqueuedSlot} <= ${now} + ${milliseconds(sql`${value("toleranceMs")}::float8`)}
         and ${s.pausedAt} is null and ${s.quarantinedUntil} is null and octet_length(${slotKey}) <= 255, false)`;
-  const jobs = sql`select f.job_name, f.queue, f.payload, f.priority, clock.now, f.max_attempts, f.idempotency_key, f.ledger_key, f.next_slot_at, null::jsonb,
-      ${value("traceContext")}::jsonb
+  const jobs = sql`select f.job_id, f.job_name, f.queue, f.payload, f.priority, clock.now, f.max_attempts, f.idempotency_key, f.ledger_key, f.next_slot_at,
+      null::jsonb, ${value("traceContext")}::jsonb
     from fire f cross join fire_clock as clock where f.ledger_key in (select key from fire_claimed)`;
-  const fired = sql`x.fired`;
+  const fired = sql`x.job_id is not null`;
+  const left = sql`json_build_object('payload', x.payload::text, 'catch_up_window_ms', x.catch_up_window_ms, 'queue', x.queue, 'priority', x.priority,
+      'max_attempts', x.max_attempts, 'overlap', x.overlap, 'ledger_ms', ${epochMs(sql`x.ledger_at`)}, 'paused', coalesce(x.paused, false),
+      'quarantined_until_ms', ${epochMs(sql`x.quarantined_until`)})`;
   return sql`with fire_clock as (
       select t as now, ${epochMs(sql`t`)} as now_ms from (select date_trunc('milliseconds', ${fixedClock ? sql`${value("now")}::timestamptz` : sql`now()`}) as t) as c
     ), due as (
       select ${d.key} as key, ${ledgerKeyOf(ledgerNs, d.key)} as ledger_key, ${d.jobName} as job_name, ${d.payload} as payload, ${d.queue} as queue,
-        ${d.priority} as priority, ${d.maxAttempts} as max_attempts, ${d.nextSlotAt} as next_slot_at, ${s.lastEnqueuedSlot} as ledger_at,
-        ${s.pausedAt} is not null as paused, ${s.quarantinedUntil} as quarantined_until, ${slotKey} as idempotency_key, ${eligible} as eligible
+        ${d.priority} as priority, ${d.maxAttempts} as max_attempts, ${d.overlap} as overlap, ${d.catchUpWindowMs} as catch_up_window_ms,
+        ${d.nextSlotAt} as next_slot_at, ${s.lastEnqueuedSlot} as ledger_at, ${s.pausedAt} is not null as paused, ${s.quarantinedUntil} as quarantined_until,
+        ${slotKey} as idempotency_key, ${eligible} as eligible
       from ${dynamicSchedules} as d left join ${scheduleState} as s on ${s.key} = ${ledgerKeyOf(ledgerNs, d.key)}
       where ${d.namespace} = ${ns} and ${d.nextFireAt} <= ${now}
       order by ${d.nextFireAt} limit ${value("limit")}::int
       for update of d skip locked
     ), fire as (
-      select * from due where eligible
+      select *, nextval(${JOB_ID_SEQUENCE}::regclass) as job_id from due where eligible
     ), fire_locked as (
       select ${s.key} as key from ${scheduleState} as s where ${s.key} = any(array(select ledger_key from fire))
       for update of s skip locked
@@ -232,9 +227,13 @@ const fireDueStatement = reusableShapes<{ fixedClock: boolean }, FireDueValue>((
       from fire f
       where ${s.key} = f.ledger_key and ${s.lastEnqueuedSlot} = f.ledger_at and f.ledger_key in (select key from fire_locked)
       returning ${s.key} as key
-    ), ${jobInsertCtes(jobs)}, fired as (
-      select u.key, u.ledger_key, u.ledger_at, u.paused, u.quarantined_until, u.next_slot_at, u.ledger_key in (select key from fire_claimed) as fired
-      from due u
+    ), ${jobInsertCtes(jobs, { idGiven: true })}, fired as (
+      select f.key, f.next_slot_at, f.job_id, null::jsonb as payload, null::float8 as catch_up_window_ms, null::text as queue, null::int as priority,
+        null::int as max_attempts, null::text as overlap, null::timestamptz as ledger_at, null::boolean as paused, null::timestamptz as quarantined_until
+      from fire f where f.ledger_key in (select key from fire_claimed)
+      union all
+      select u.key, u.next_slot_at, null, u.payload, u.catch_up_window_ms, u.queue, u.priority, u.max_attempts, u.overlap, u.ledger_at, u.paused, u.quarantined_until
+      from due u where u.ledger_key not in (select key from fire_claimed)
     ), moved as (
       update ${dynamicSchedules} as d set
         ${name(dynamicSchedules.nextFireAt)} = case when ${fired} then nullif(${d.followingFireAt}, 'infinity')
@@ -246,24 +245,16 @@ const fireDueStatement = reusableShapes<{ fixedClock: boolean }, FireDueValue>((
       where ${d.namespace} = ${ns} and ${d.key} = x.key
       returning ${fireDueBranch({
         key: sql`${d.key}`,
-        ledger_key: sql`x.ledger_key`,
         job_name: sql`${d.jobName}`,
         cron: sql`${d.cron}`,
         timezone: sql`${d.timezone}`,
-        payload: sql`case when ${fired} then null else ${d.payload}::text end`,
         jitter_ms: sql`${d.jitterMs}`,
-        catch_up_window_ms: sql`${d.catchUpWindowMs}`,
-        queue: sql`${d.queue}`,
-        priority: sql`${d.priority}`,
-        max_attempts: sql`${d.maxAttempts}`,
-        overlap: sql`${d.overlap}`,
         version: sql`${d.version}`,
-        ledger_ms: epochMs(sql`x.ledger_at`),
-        paused: sql`coalesce(x.paused, false)`,
-        quarantined_until_ms: epochMs(sql`x.quarantined_until`),
         fired_slot_ms: sql`case when ${fired} then ${epochMs(sql`x.next_slot_at`)} end`,
+        job_id: sql`x.job_id::float8`,
         next_slot_ms: sql`case when ${fired} then ${epochMs(d.nextSlotAt)} end`,
         next_fire_ms: sql`case when ${fired} then ${epochMs(d.nextFireAt)} end`,
+        left: sql`case when ${fired} then null else ${left} end`,
       })}
     )
     select ${fireDueBranch({
@@ -271,8 +262,7 @@ const fireDueStatement = reusableShapes<{ fixedClock: boolean }, FireDueValue>((
       next_ms: sql`(select ${epochMs(sql`min(${d.nextFireAt})`)} from ${dynamicSchedules} as d where ${d.namespace} = ${ns} and ${d.nextFireAt} > clock.now)`,
     })}
     from fire_clock as clock cross join ${JOB_INSERT.notified}
-    union all select * from moved
-    union all select ${fireDueBranch({ job_key: sql`i.schedule_key`, job_id: sql`i.id::float8` })} from ${JOB_INSERT.inserted} as i`;
+    union all select * from moved`;
 });
 
 /** A taken entry's slots, written back unless the entry changed meanwhile (its version). */

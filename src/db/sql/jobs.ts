@@ -84,11 +84,14 @@ export interface InsertedJob {
  * policy holds back, src/db/sql/slot-policy.ts); a held job wakes nobody.
  * `guardKey`, an expression over the rows (default their idempotency_key), is
  * what job_keys holds: a run-now guards its request key while its job keeps
- * the key that says who asked (src/jobs/trigger-key.ts).
+ * the key that says who asked (src/jobs/trigger-key.ts). With `idGiven`,
+ * `select` yields each job's id first, drawn from JOB_ID_SEQUENCE by the
+ * caller, which then knows its jobs' ids without joining the insert's rows
+ * (src/db/sql/dynamic-fire.ts).
  */
 export function jobInsertCtes(
   select: SQL,
-  options: { readonly withStatus?: boolean; readonly guardKey?: SQL } = {},
+  options: { readonly withStatus?: boolean; readonly guardKey?: SQL; readonly idGiven?: boolean } = {},
 ): SQL {
   const guardKey = options.guardKey ?? sql`idempotency_key`;
   const q = jobQueue;
@@ -102,7 +105,7 @@ export function jobInsertCtes(
   );
   return sql`
     new_jobs as materialized (
-      select nextval(${JOB_ID_SEQUENCE}::regclass) as id, s.* from (${select}) as s(${list})
+      ${options.idGiven === true ? sql`select s.* from (${select}) as s(id, ${list})` : sql`select nextval(${JOB_ID_SEQUENCE}::regclass) as id, s.* from (${select}) as s(${list})`}
     ), keyed as (
       insert into ${jobKeys} (${name(jobKeys.jobName)}, ${name(jobKeys.idempotencyKey)}, ${name(jobKeys.jobId)})
       select job_name, ${guardKey}, id from new_jobs where idempotency_key is not null
