@@ -222,10 +222,12 @@ const fireDueStatement = reusableShapes<{ fixedClock: boolean }, FireDueValue>((
       select ${s.key} as key from ${scheduleState} as s where ${s.key} = any(array(select ledger_key from fire))
       for update of s skip locked
     ), fire_claimed as (
-      -- A compare-and-set on the value the statement read, as the pass's claim (src/db/sql/ledger.ts).
+      -- A compare-and-set on the value the statement read, as the pass's claim (src/db/sql/ledger.ts); a pause or a
+      -- quarantine committed since the statement's snapshot is seen here (the row's latest version), and leaves the slot to the pass.
       update ${scheduleState} as s set ${name(scheduleState.lastEnqueuedSlot)} = f.next_slot_at, ${name(scheduleState.updatedAt)} = now()
       from fire f
-      where ${s.key} = f.ledger_key and ${s.lastEnqueuedSlot} = f.ledger_at and f.ledger_key in (select key from fire_locked)
+      where ${s.key} = f.ledger_key and ${s.lastEnqueuedSlot} = f.ledger_at and ${s.pausedAt} is null and ${s.quarantinedUntil} is null
+        and f.ledger_key in (select key from fire_locked)
       returning ${s.key} as key
     ), ${jobInsertCtes(jobs, { idGiven: true })}, fired as (
       select f.key, f.next_slot_at, f.job_id, null::jsonb as payload, null::float8 as catch_up_window_ms, null::text as queue, null::int as priority,
