@@ -42,7 +42,7 @@ const PERIOD = 2_000;
 const STEP = 1_000;
 const OK_ENTRIES = 300;
 /** Real time the kill phase lasts; then the clean tail. */
-const KILL_PHASE_MS = 30_000;
+const KILL_PHASE_MS = 25_000;
 /** Steps without kills at the end: more than a lease, so whatever a victim leased is fired and released again. */
 const TAIL_STEPS = DYNAMIC_LEASE_MS / STEP + 4;
 const NAMESPACE = "default";
@@ -216,9 +216,10 @@ describe("dynamic entries across 3 replica processes SIGKILLed mid-pass", () => 
         `${kills.filter((kill) => kill.answered).length} after the pass answered; slot step's pass ${durations.sort((a, b) => a - b)[Math.floor(durations.length / 2)]} ms; ` +
         `kills ${JSON.stringify(kills)}`,
     );
-    // Restarts bound the kills (a process's start is 1-5 s on 2 busy cores): 11-16 a run here, at load 3-12. An aimed kill
-    // finds the take committed unless the whole pass beat the test's poll (never seen: 6 of 6, 7 of 7).
-    expect(kills.length).toBeGreaterThanOrEqual(5);
+    // Restarts bound the kills (a process's start is 1-8 s on 2 busy cores): 13-14 a run alone at load 5-9, 6 beside two
+    // other replica test files at load 8.6-11.5. An aimed kill finds the take committed unless the whole pass beat the
+    // test's poll (never seen: every aimed kill of every run landed there; the first kill is aimed).
+    expect(kills.length).toBeGreaterThanOrEqual(3);
     expect(inWindow.length).toBeGreaterThan(0);
 
     const firstSlot = Math.ceil((upsertAt + 1) / PERIOD) * PERIOD;
