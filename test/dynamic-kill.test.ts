@@ -140,20 +140,26 @@ describe("dynamic entries across 3 replica processes SIGKILLed mid-pass", () => 
      */
     const kills: { step: number; targeted: boolean; delayMs: number; answered: boolean; unknown: number; leased: number; rolledBack: number }[] = [];
     const fired = async () => (await client<{ n: number }[]>`select count(*)::int as n from cronledger.dynamic_schedules where following_fire_at is null`)[0]!.n;
+    const pausedSkips = async () =>
+      (await client<{ n: number }[]>`select count(*)::int as n from cronledger.jobs where schedule_key = ${`${LEDGER_NS}|paused`} and status = 'skipped'`)[0]!.n;
     let resumedAt: number | undefined;
+    let resumedStep = Number.POSITIVE_INFINITY;
     let clean = true;
     let step = 0;
     let tail = 0;
     const began = Date.now();
-    while (tail < TAIL_STEPS) {
+    // The tail goes on until the resumed entry has had a slot's step.
+    while (tail < TAIL_STEPS || step < resumedStep + 2) {
       step += 1;
       const nowMs = T0 + step * STEP + 500;
       const slotStep = (nowMs - 500) % PERIOD === 0;
       const killing = Date.now() - began < KILL_PHASE_MS;
       if (!killing) tail += 1;
-      if (resumedAt === undefined && Date.now() - began > KILL_PHASE_MS / 2) {
-        // Between steps: slots up to the last tick were paused, those from the next on fire.
+      // Between steps, from half the kill phase on, once a pass has recorded a slot of it as skipped (a victim that took it
+      // for its pass keeps it under lease): slots up to the last tick were paused, those from the next on fire.
+      if (resumedAt === undefined && Date.now() - began > KILL_PHASE_MS / 2 && (await pausedSkips()) > 0) {
         resumedAt = nowMs - STEP;
+        resumedStep = step;
         await observer.resume("paused");
       }
       const live = slots.flatMap((slot, index) => (slot instanceof Promise ? [] : [{ ...slot, index }]));
