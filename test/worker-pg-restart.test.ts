@@ -64,7 +64,14 @@ describe("PostgreSQL restarted under load", () => {
       "every job succeeded",
       async () => (await probeCount`select count(*)::int as n from cronledger.jobs where job_name = 'load.work' and status = 'succeeded'`) === total,
       40_000,
-    );
+    ).catch(async (error: unknown) => {
+      // What was left, and what the process logged: a stuck claim, a wedged worker and a dead ticker look different here.
+      const left = await probe`select status, count(*)::int as n, min(heartbeat_at) as oldest_heartbeat from cronledger.jobs where job_name = 'load.work' group by status`.catch(
+        (cause: unknown) => [{ error: String(cause) }],
+      );
+      const chores = await probe`select job_name, status, count(*)::int as n from cronledger.jobs where job_name <> 'load.work' group by 1, 2`.catch(() => []);
+      throw new Error(`${(error as Error).message}; jobs by status ${JSON.stringify(left)}; other jobs ${JSON.stringify(chores)}; logged ${JSON.stringify(problems.slice(0, 20))}`);
+    });
     await until(
       "the ticker fired a slot after the restart",
       async () =>
