@@ -242,7 +242,7 @@ async function fireLeft(pass: Pass, rows: readonly LeftRow[], nowMs: number): Pr
   for (const part of fired) if (part.status === "rejected") throw part.reason;
   return resolved.map(({ row, entry }) => {
     // A row this process cannot read (never, as upsert validates it) waits an hour rather than being taken by every pass.
-    if (entry === undefined) return { key: row.key, ledgerKey: `${ledgerNamespace}|${row.key}`, version: row.version, slots: waitUntil(nowMs + 3_600_000) };
+    if (entry === undefined) return { key: row.key, ledgerKey: dynamicLedgerKey(namespace, row.key), version: row.version, slots: waitUntil(nowMs + 3_600_000) };
     const slots = slotsFrom(entry, entry.calendar.nextMs(memory.memo.get(entry.ledgerKey)?.ledgerMs ?? nowMs));
     // A quarantine's wait: the entry is looked at again when it ends, whatever slot is due then.
     const deferredMs = memory.deferred.get(entry.ledgerKey);

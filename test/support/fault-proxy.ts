@@ -98,14 +98,7 @@ export async function startFaultProxy(serverUrl: string): Promise<FaultProxy> {
   };
 
   const server: Server = createServer((client) => {
-    const upstream = connect(port, host);
-    for (const socket of [client, upstream]) {
-      sockets.add(socket);
-      socket.on("close", () => sockets.delete(socket));
-      socket.on("error", () => socket.destroy());
-    }
-    client.on("close", () => upstream.destroy());
-    upstream.on("close", () => client.end());
+    const upstream = linkUpstream(client, { port, host }, sockets, "end");
 
     const fromClient = new Framer(true);
     const fromServer = new Framer(false);
@@ -251,4 +244,22 @@ export async function startFaultProxy(serverUrl: string): Promise<FaultProxy> {
       await admin.end({ timeout: 1 });
     },
   };
+}
+
+/**
+ * A proxy's connection to the server for an accepted client, the two kept in
+ * `open` while they are open and each closed with the other (the server's
+ * side closing ends the client's gracefully with `closeClient: "end"`). The
+ * one wiring of the test proxies (this file, storm-proxy.ts, gate-proxy.ts).
+ */
+export function linkUpstream(client: Socket, server: { port: number; host: string }, open: Set<Socket>, closeClient: "end" | "destroy"): Socket {
+  const upstream = connect(server.port, server.host);
+  for (const socket of [client, upstream]) {
+    open.add(socket);
+    socket.on("close", () => open.delete(socket));
+    socket.on("error", () => socket.destroy());
+  }
+  client.on("close", () => upstream.destroy());
+  upstream.on("close", () => (closeClient === "end" ? client.end() : client.destroy()));
+  return upstream;
 }

@@ -1,6 +1,6 @@
-import { connect, createServer, type Socket } from "node:net";
+import { createServer, type Socket } from "node:net";
 import { message } from "./fake-postgres.js";
-import { Framer } from "./fault-proxy.js";
+import { Framer, linkUpstream } from "./fault-proxy.js";
 
 /**
  * A TCP proxy on 127.0.0.1 in front of a real PostgreSQL that can stop one
@@ -37,14 +37,7 @@ export async function startGateProxy(serverUrl: string): Promise<GateProxy> {
   let waiting: { bound: () => void; released: Promise<void> } | undefined;
 
   const server = createServer((client) => {
-    const upstream = connect(port, host);
-    for (const socket of [client, upstream]) {
-      open.add(socket);
-      socket.on("close", () => open.delete(socket));
-      socket.on("error", () => socket.destroy());
-    }
-    client.on("close", () => upstream.destroy());
-    upstream.on("close", () => client.destroy());
+    const upstream = linkUpstream(client, { port, host }, open, "destroy");
     const fromClient = new Framer(true);
     const fromServer = new Framer(false);
     /** This connection's caught statement: told when its BindComplete comes back, its later messages held until released. */

@@ -1,6 +1,6 @@
-import { connect, createServer, type Server, type Socket } from "node:net";
+import { createServer, type Server, type Socket } from "node:net";
 import { message } from "./fake-postgres.js";
-import { Framer } from "./fault-proxy.js";
+import { Framer, linkUpstream } from "./fault-proxy.js";
 
 /**
  * A TCP proxy on 127.0.0.1 in front of a real PostgreSQL that injects errors
@@ -219,14 +219,7 @@ export async function startStormProxy(serverUrl: string, random: () => number = 
   let accepted = 0;
 
   const server: Server = createServer((client) => {
-    const upstream = connect(port, host);
-    for (const socket of [client, upstream]) {
-      sockets.add(socket);
-      socket.on("close", () => sockets.delete(socket));
-      socket.on("error", () => socket.destroy());
-    }
-    client.on("close", () => upstream.destroy());
-    upstream.on("close", () => client.end());
+    const upstream = linkUpstream(client, { port, host }, sockets, "end");
     const fromClient = new Framer(true);
     const fromServer = new Framer(false);
     let session: Session | undefined;
